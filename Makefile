@@ -1,0 +1,53 @@
+# Everything the project needs is built from the Go module proxy into the
+# git-ignored .cache folder and reused on later runs.
+SHELL := /usr/bin/env bash
+ROOT := $(CURDIR)
+CACHE := $(ROOT)/.cache
+BIN := $(CACHE)/bin
+TOOLS := $(CACHE)/tools
+CONTROLLER_GEN_VERSION := v0.20.1
+CONTROLLER_GEN := $(TOOLS)/controller-gen-$(CONTROLLER_GEN_VERSION)
+GO_TEST_FLAGS ?=
+
+.PHONY: all
+all: bins
+
+##@ Main commands
+
+.PHONY: demo
+demo: kube-bins bins ## Start the local environment and show a rollout
+	@hack/demo.sh
+
+.PHONY: test
+test: kube-bins bins vet ## Run every test: unit, integration (real control plane, Temporal, workers)
+	go test $(GO_TEST_FLAGS) -timeout 40m ./...
+	cd cmd/devenv && go test $(GO_TEST_FLAGS) -timeout 10m ./...
+
+##@ Building
+
+.PHONY: kube-bins
+kube-bins: ## Build etcd, kube-apiserver, kube-controller-manager and kubectl into .cache/kube
+	@hack/build-kube.sh
+
+.PHONY: bins
+bins: ## Build the project's binaries into .cache/bin
+	@mkdir -p $(BIN)
+	go build -o $(BIN)/ ./cmd/demo-worker
+	@echo ">> Building devenv (links the Temporal server: several minutes on a cold cache)"
+	cd cmd/devenv && go build -o $(BIN)/devenv .
+
+.PHONY: vet
+vet: ## go vet both modules and check formatting
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	go vet ./...
+	cd cmd/devenv && go vet ./...
+
+##@ Local environment
+
+.PHONY: dev-env
+dev-env: kube-bins bins ## Run the local environment in the foreground (state in .dev/)
+	$(BIN)/devenv --dir .dev --kube-bin-dir $(CACHE)/kube --program-dir $(BIN)
+
+.PHONY: help
+help: ## Show this help
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  %-12s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)

@@ -1,0 +1,52 @@
+// Command demo-worker is a Temporal worker that polls with worker versioning
+// on, configured by the controller's environment contract.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/rainbow-deploy/rainbow/internal/demoworker"
+	"github.com/rainbow-deploy/rainbow/internal/workerenv"
+)
+
+func main() {
+	taskQueue := flag.String("task-queue", envOr("DEMO_TASK_QUEUE", "rainbow-demo"), "task queue to poll")
+	flag.Parse()
+	if err := run(*taskQueue); err != nil {
+		fmt.Fprintln(os.Stderr, "demo-worker:", err)
+		os.Exit(1)
+	}
+}
+
+func run(taskQueue string) error {
+	env, err := workerenv.FromEnv(os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	opts, err := env.ClientOptions()
+	if err != nil {
+		return err
+	}
+	opts.Logger = sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	c, err := client.Dial(opts)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", env.Address, err)
+	}
+	defer c.Close()
+	slog.Info("polling", "taskQueue", taskQueue, "deployment", env.DeploymentName, "buildID", env.BuildID)
+	return demoworker.New(c, env, taskQueue).Run(worker.InterruptCh())
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

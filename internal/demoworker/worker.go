@@ -1,0 +1,37 @@
+package demoworker
+
+import (
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/rainbow-deploy/rainbow/internal/workerenv"
+)
+
+// New creates a versioned worker for the build the environment names.
+func New(c client.Client, env workerenv.Config, taskQueue string) worker.Worker {
+	w := worker.New(c, taskQueue, worker.Options{
+		DeploymentOptions: worker.DeploymentOptions{
+			UseVersioning: true,
+			Version: worker.WorkerDeploymentVersion{
+				DeploymentName: env.DeploymentName,
+				BuildID:        env.BuildID,
+			},
+		},
+	})
+	pinned := workflow.RegisterOptions{VersioningBehavior: workflow.VersioningBehaviorPinned}
+	w.RegisterWorkflowWithOptions(Hello, withName(pinned, HelloWorkflow))
+	w.RegisterWorkflowWithOptions(Long, withName(pinned, LongPinnedWorkflow))
+	w.RegisterWorkflowWithOptions(RolloutGate, withName(pinned, GateWorkflow))
+	w.RegisterWorkflowWithOptions(Long, workflow.RegisterOptions{
+		Name:               LongAutoUpgradeWorkflow,
+		VersioningBehavior: workflow.VersioningBehaviorAutoUpgrade,
+	})
+	w.RegisterActivity(&Activities{BuildID: env.BuildID})
+	return w
+}
+
+func withName(o workflow.RegisterOptions, name string) workflow.RegisterOptions {
+	o.Name = name
+	return o
+}

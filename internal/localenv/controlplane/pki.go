@@ -1,0 +1,130 @@
+package controlplane
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// pki holds the paths of the certificates and keys the control plane uses.
+type pki struct {
+	CACert, CAKey           string
+	ServingCert, ServingKey string
+	AdminCert, AdminKey     string
+	SAPublic, SAPrivate     string
+}
+
+// writePKI creates a throwaway CA, an API server serving certificate for
+// loopback, an admin client certificate in system:masters, and the service
+// account signing key pair. Everything is regenerated on each start.
+func writePKI(dir string) (*pki, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	p := &pki{
+		CACert: filepath.Join(dir, "ca.crt"), CAKey: filepath.Join(dir, "ca.key"),
+		ServingCert: filepath.Join(dir, "apiserver.crt"), ServingKey: filepath.Join(dir, "apiserver.key"),
+		AdminCert: filepath.Join(dir, "admin.crt"), AdminKey: filepath.Join(dir, "admin.key"),
+		SAPublic: filepath.Join(dir, "sa.pub"), SAPrivate: filepath.Join(dir, "sa.key"),
+	}
+	now := time.Now().Add(-time.Hour)
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "rainbow-local-ca"},
+		NotBefore:             now,
+		NotAfter:              now.Add(10 * 365 * 24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, caKey.Public(), caKey)
+	if err != nil {
+		return nil, err
+	}
+	caCert, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeCertAndKey(p.CACert, p.CAKey, caDER, caKey); err != nil {
+		return nil, err
+	}
+
+	leaf := func(serial int64, subject pkix.Name, usage x509.ExtKeyUsage, certPath, keyPath string) error {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			return err
+		}
+		tmpl := &x509.Certificate{
+			SerialNumber: big.NewInt(serial),
+			Subject:      subject,
+			NotBefore:    now,
+			NotAfter:     now.Add(10 * 365 * 24 * time.Hour),
+			KeyUsage:     x509.KeyUsageDigitalSignature,
+			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+		}
+		if usage == x509.ExtKeyUsageServerAuth {
+			tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")}
+			tmpl.DNSNames = []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, key.Public(), caKey)
+		if err != nil {
+			return err
+		}
+		return writeCertAndKey(certPath, keyPath, der, key)
+	}
+	if err := leaf(2, pkix.Name{CommonName: "kube-apiserver"}, x509.ExtKeyUsageServerAuth, p.ServingCert, p.ServingKey); err != nil {
+		return nil, err
+	}
+	if err := leaf(3, pkix.Name{CommonName: "rainbow-admin", Organization: []string{"system:masters"}}, x509.ExtKeyUsageClientAuth, p.AdminCert, p.AdminKey); err != nil {
+		return nil, err
+	}
+
+	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, err
+	}
+	pubDER, err := x509.MarshalPKIXPublicKey(saKey.Public())
+	if err != nil {
+		return nil, err
+	}
+	if err := writePEM(p.SAPublic, "PUBLIC KEY", pubDER); err != nil {
+		return nil, err
+	}
+	if err := writeKey(p.SAPrivate, saKey); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func writeCertAndKey(certPath, keyPath string, der []byte, key crypto.Signer) error {
+	if err := writePEM(certPath, "CERTIFICATE", der); err != nil {
+		return err
+	}
+	return writeKey(keyPath, key)
+}
+
+func writeKey(path string, key crypto.Signer) error {
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return err
+	}
+	return writePEM(path, "PRIVATE KEY", der)
+}
+
+func writePEM(path, blockType string, der []byte) error {
+	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: blockType, Bytes: der}), 0o600)
+}

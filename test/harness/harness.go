@@ -1,0 +1,266 @@
+// Package harness starts the local environment once per test package and
+// gives each test its own Kubernetes namespace and Temporal names.
+//
+// Use it from TestMain:
+//
+//	var env *harness.Env
+//	func TestMain(m *testing.M) { harness.Main(m, &env) }
+//
+// Set RAINBOW_ENV_DIR to the state directory of a devenv that is already
+// running (for example one started with `make dev-env`) to reuse it.
+package harness
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rainbow-deploy/rainbow/internal/localenv"
+	"github.com/rainbow-deploy/rainbow/internal/localenv/process"
+)
+
+// Env is a running local environment and clients for it.
+type Env struct {
+	Info     localenv.Info
+	Root     string // repository root
+	BinDir   string // the project's built binaries (devenv, demo-worker, ...)
+	REST     *rest.Config
+	Kube     crclient.Client
+	Clients  kubernetes.Interface
+	Temporal client.Client
+	Scheme   *runtime.Scheme
+	proc     *process.Process
+}
+
+// Main starts the environment, runs the package's tests and stops it.
+func Main(m *testing.M, env **Env) {
+	e, err := Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "harness:", err)
+		os.Exit(1)
+	}
+	*env = e
+	code := m.Run()
+	e.Stop()
+	os.Exit(code)
+}
+
+// RepoRoot finds the repository root from the working directory.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil &&
+			strings.Contains(string(data), "module github.com/rainbow-deploy/rainbow\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("repository root (go.mod of github.com/rainbow-deploy/rainbow) not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Start starts a devenv on free ports, or attaches to RAINBOW_ENV_DIR.
+func Start() (*Env, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	e := &Env{Root: root, BinDir: filepath.Join(root, ".cache", "bin")}
+	if dir := os.Getenv("RAINBOW_ENV_DIR"); dir != "" {
+		if e.Info, err = localenv.ReadInfo(dir); err != nil {
+			return nil, fmt.Errorf("RAINBOW_ENV_DIR=%s: no running environment there: %w", dir, err)
+		}
+		return e, e.connect()
+	}
+	for _, bin := range []string{"devenv", "demo-worker"} {
+		if _, err := os.Stat(filepath.Join(e.BinDir, bin)); err != nil {
+			return nil, fmt.Errorf("%s is not built in %s: run the tests with `make test`", bin, e.BinDir)
+		}
+	}
+	dir, err := os.MkdirTemp("", "rainbow-env-")
+	if err != nil {
+		return nil, err
+	}
+	args := []string{
+		"--dir=" + dir,
+		"--kube-bin-dir=" + filepath.Join(root, ".cache", "kube"),
+		"--program-dir=" + e.BinDir,
+		"--apiserver-port=0", "--temporal-port=0", "--temporal-ui-port=-1",
+	}
+	e.proc, err = process.Start("devenv", filepath.Join(e.BinDir, "devenv"), args, os.Environ(), filepath.Join(dir, "devenv.log"))
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		if err := e.proc.ExitError(); err != nil {
+			return nil, err
+		}
+		if e.Info, err = localenv.ReadInfo(dir); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			e.Stop()
+			return nil, fmt.Errorf("devenv was not ready after 3m; its log:\n%s", process.Tail(e.proc.LogPath, 40))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := e.connect(); err != nil {
+		e.Stop()
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *Env) connect() error {
+	var err error
+	if e.REST, err = clientcmd.BuildConfigFromFlags("", e.Info.Kubeconfig); err != nil {
+		return err
+	}
+	e.REST.QPS, e.REST.Burst = 100, 200
+	e.Scheme = runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(e.Scheme); err != nil {
+		return err
+	}
+	if e.Kube, err = crclient.New(e.REST, crclient.Options{Scheme: e.Scheme}); err != nil {
+		return err
+	}
+	if e.Clients, err = kubernetes.NewForConfig(e.REST); err != nil {
+		return err
+	}
+	e.Temporal, err = client.Dial(client.Options{HostPort: e.Info.TemporalAddress, Namespace: e.Info.TemporalNamespace, Logger: quietLogger{}})
+	return err
+}
+
+// Stop stops the environment if this harness started it.
+func (e *Env) Stop() {
+	if e.Temporal != nil {
+		e.Temporal.Close()
+	}
+	if e.proc != nil {
+		e.proc.Stop(60 * time.Second)
+	}
+}
+
+// T is one test's slice of the environment.
+type T struct {
+	*testing.T
+	Env *Env
+	// Namespace is a fresh Kubernetes namespace, deleted after the test.
+	Namespace string
+	// Suffix is random and unique to this test, for Temporal names.
+	Suffix string
+}
+
+// NewTest creates a namespace for t and deletes it when t ends.
+func (e *Env) NewTest(t *testing.T) *T {
+	t.Helper()
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	suffix := hex.EncodeToString(b)
+	ns := sanitize(t.Name(), 63-len(suffix)-1) + "-" + suffix
+	obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"rainbow.temporal.io/test": "true"}}}
+	if err := e.Kube.Create(context.Background(), obj); err != nil {
+		t.Fatalf("create namespace %s: %v", ns, err)
+	}
+	t.Cleanup(func() {
+		if err := e.Kube.Delete(context.Background(), obj); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete namespace %s: %v", ns, err)
+		}
+	})
+	return &T{T: t, Env: e, Namespace: ns, Suffix: suffix}
+}
+
+// TaskQueue is a task queue name unique to this test.
+func (t *T) TaskQueue(name string) string { return t.Namespace + "-" + name }
+
+// Eventually polls check every 250ms until it reports done, failing the
+// test after timeout with what was expected and what was last seen.
+func (t *T) Eventually(timeout time.Duration, expected string, check func() (done bool, seen string)) {
+	t.Helper()
+	Eventually(t.T, timeout, expected, check)
+}
+
+// Eventually is the package-level form of T.Eventually.
+func Eventually(t testing.TB, timeout time.Duration, expected string, check func() (done bool, seen string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	seen := "(nothing yet)"
+	for {
+		done, s := check()
+		if s != "" {
+			seen = s
+		}
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s\n  expected: %s\n  last seen: %s", timeout, expected, seen)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// ProcessAlive reports whether a pid is running (and not a zombie).
+func ProcessAlive(pid int) bool {
+	if err := syscall.Kill(pid, 0); err != nil {
+		return false
+	}
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if strings.HasPrefix(s.Text(), "State:") {
+			return !strings.Contains(s.Text(), "zombie")
+		}
+	}
+	return true
+}
+
+func sanitize(name string, max int) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(name) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		default:
+			b.WriteRune('-')
+		}
+	}
+	s := strings.Trim(b.String(), "-")
+	for strings.Contains(s, "--") {
+		s = strings.ReplaceAll(s, "--", "-")
+	}
+	if len(s) > max {
+		s = strings.TrimRight(s[:max], "-")
+	}
+	return s
+}
