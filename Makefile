@@ -42,6 +42,16 @@ vet: ## go vet both modules and check formatting
 	go vet ./...
 	cd cmd/devenv && go vet ./...
 
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Generate deepcopy code and CRD manifests from api/
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
+	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+
+$(CONTROLLER_GEN):
+	@mkdir -p $(TOOLS)
+	GOBIN=$(TOOLS) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+	mv $(TOOLS)/controller-gen $@
+
 ##@ Local environment
 
 .PHONY: dev-env

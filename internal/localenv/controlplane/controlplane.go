@@ -37,6 +37,8 @@ var DefaultControllers = []string{
 	"serviceaccount-token-controller",
 	"disruption-controller",
 	"horizontal-pod-autoscaler-controller",
+	"root-ca-certificate-publisher-controller",
+	"clusterrole-aggregation-controller",
 }
 
 // Config says where the binaries are, where state goes and which ports to use.

@@ -1,0 +1,262 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// RolloutStrategy says how traffic moves to a new version.
+// +kubebuilder:validation:Enum=Manual;AllAtOnce;Progressive
+type RolloutStrategy string
+
+const (
+	// StrategyManual registers versions but never changes routing.
+	StrategyManual RolloutStrategy = "Manual"
+	// StrategyAllAtOnce makes the target version current as soon as it is ready.
+	StrategyAllAtOnce RolloutStrategy = "AllAtOnce"
+	// StrategyProgressive ramps traffic through the steps, then makes it current.
+	StrategyProgressive RolloutStrategy = "Progressive"
+)
+
+// TemporalWorkerDeploymentSpec is the desired worker and how to roll it out.
+type TemporalWorkerDeploymentSpec struct {
+	// Replicas of the target version. Nil leaves replicas to an autoscaler:
+	// the controller then never sets them after creating a Deployment.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// Template is the worker pod template. Its hash is part of the build ID,
+	// so a change starts a new version.
+	Template corev1.PodTemplateSpec `json:"template"`
+
+	// MinReadySeconds is passed to each versioned Deployment.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MinReadySeconds int32 `json:"minReadySeconds,omitempty"`
+
+	// ProgressDeadlineSeconds is passed to each versioned Deployment.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	ProgressDeadlineSeconds *int32 `json:"progressDeadlineSeconds,omitempty"`
+
+	// WorkerOptions says which Temporal server and namespace the workers use.
+	WorkerOptions WorkerOptions `json:"workerOptions"`
+
+	// Rollout says how traffic moves to a new version.
+	// +optional
+	// +kubebuilder:default={strategy: AllAtOnce}
+	Rollout RolloutSpec `json:"rollout,omitempty"`
+
+	// Sunset says how long drained versions are kept.
+	// +optional
+	// +kubebuilder:default={}
+	Sunset SunsetSpec `json:"sunset,omitempty"`
+}
+
+// WorkerOptions connects the workers to Temporal.
+type WorkerOptions struct {
+	// ConnectionRef names the TemporalConnection in this namespace.
+	ConnectionRef ConnectionReference `json:"connectionRef"`
+
+	// TemporalNamespace is the Temporal namespace the workers poll.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	TemporalNamespace string `json:"temporalNamespace"`
+
+	// DeploymentName is the Temporal worker deployment name. Defaults to
+	// "<kubernetes namespace>/<name>". Temporal forbids "." in it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:Pattern=`^[^.]+$`
+	DeploymentName string `json:"deploymentName,omitempty"`
+}
+
+// ConnectionReference names a TemporalConnection in the same namespace.
+type ConnectionReference struct {
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// RolloutSpec configures how a new version is promoted.
+// +kubebuilder:validation:XValidation:rule="self.strategy != 'Progressive' || (has(self.steps) && size(self.steps) > 0)",message="rollout.steps is required when rollout.strategy is Progressive"
+// +kubebuilder:validation:XValidation:rule="!has(self.steps) || self.steps.map(s, s.rampPercentage).isSorted()",message="rollout.steps[].rampPercentage must be strictly increasing"
+// +kubebuilder:validation:XValidation:rule="!has(self.steps) || self.steps.all(a, self.steps.exists_one(b, b.rampPercentage == a.rampPercentage))",message="rollout.steps[].rampPercentage must be strictly increasing (no repeated values)"
+type RolloutSpec struct {
+	// Strategy is Manual, AllAtOnce or Progressive.
+	// +kubebuilder:default=AllAtOnce
+	Strategy RolloutStrategy `json:"strategy"`
+
+	// Steps of a Progressive rollout: each ramps the given share of new
+	// workflows to the target for pauseDuration, then the target becomes
+	// current.
+	// +optional
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	Steps []RolloutStep `json:"steps,omitempty"`
+
+	// Gate is a workflow run pinned to the target version before it gets
+	// any traffic. If it fails, the rollout stops and routing stays on (or
+	// goes back to) the last good version.
+	// +optional
+	Gate *GateWorkflow `json:"gate,omitempty"`
+}
+
+// RolloutStep is one ramp of a Progressive rollout.
+type RolloutStep struct {
+	// RampPercentage of new workflow executions sent to the target.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=99
+	RampPercentage int32 `json:"rampPercentage"`
+	// PauseDuration is how long the ramp holds, measured from the time
+	// Temporal recorded the ramp.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	PauseDuration metav1.Duration `json:"pauseDuration"`
+}
+
+// GateWorkflow is a workflow that must succeed before a version gets traffic.
+// +kubebuilder:validation:XValidation:rule="!(has(self.input) && has(self.inputFrom))",message="rollout.gate.input and rollout.gate.inputFrom are mutually exclusive"
+type GateWorkflow struct {
+	// WorkflowType the target version's workers register.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	WorkflowType string `json:"workflowType"`
+	// Input is the workflow's JSON input.
+	// +optional
+	Input *apiextensionsv1.JSON `json:"input,omitempty"`
+	// InputFrom reads the JSON input from a ConfigMap or Secret key.
+	// +optional
+	InputFrom *GateInputSource `json:"inputFrom,omitempty"`
+}
+
+// GateInputSource selects a ConfigMap or Secret key holding JSON.
+// +kubebuilder:validation:XValidation:rule="has(self.configMapKeyRef) != has(self.secretKeyRef)",message="rollout.gate.inputFrom needs exactly one of configMapKeyRef and secretKeyRef"
+type GateInputSource struct {
+	// +optional
+	ConfigMapKeyRef *corev1.ConfigMapKeySelector `json:"configMapKeyRef,omitempty"`
+	// +optional
+	SecretKeyRef *corev1.SecretKeySelector `json:"secretKeyRef,omitempty"`
+}
+
+// SunsetSpec says how long drained versions are kept.
+type SunsetSpec struct {
+	// ScaledownDelay is how long a version is kept running after Temporal
+	// reports it drained, for queries on closed workflows.
+	// +optional
+	// +kubebuilder:default="1h"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	ScaledownDelay *metav1.Duration `json:"scaledownDelay,omitempty"`
+	// DeleteDelay is how long after scaling to zero the version is deleted,
+	// in Kubernetes and in Temporal.
+	// +optional
+	// +kubebuilder:default="24h"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	DeleteDelay *metav1.Duration `json:"deleteDelay,omitempty"`
+}
+
+// VersionStatus is where a version stands in Temporal.
+// +kubebuilder:validation:Enum=NotRegistered;Inactive;Ramping;Current;Draining;Drained
+type VersionStatus string
+
+const (
+	VersionNotRegistered VersionStatus = "NotRegistered"
+	VersionInactive      VersionStatus = "Inactive"
+	VersionRamping       VersionStatus = "Ramping"
+	VersionCurrent       VersionStatus = "Current"
+	VersionDraining      VersionStatus = "Draining"
+	VersionDrained       VersionStatus = "Drained"
+)
+
+// WorkerVersion is the observed state of one version.
+type WorkerVersion struct {
+	BuildID string        `json:"buildID"`
+	Status  VersionStatus `json:"status"`
+	// Deployment is the versioned Deployment's name, if it exists.
+	// +optional
+	Deployment string `json:"deployment,omitempty"`
+	// TaskQueues the version's workers poll, as registered in Temporal.
+	// +optional
+	// +listType=atomic
+	TaskQueues []string `json:"taskQueues,omitempty"`
+	// +optional
+	HealthySince *metav1.Time `json:"healthySince,omitempty"`
+	// +optional
+	RampingSince *metav1.Time `json:"rampingSince,omitempty"`
+	// +optional
+	RampPercentage *int32 `json:"rampPercentage,omitempty"`
+	// +optional
+	DrainedSince *metav1.Time `json:"drainedSince,omitempty"`
+}
+
+// GateStatus records the gate workflow run for the target version.
+type GateStatus struct {
+	BuildID    string `json:"buildID"`
+	WorkflowID string `json:"workflowID"`
+	RunID      string `json:"runID,omitempty"`
+	// Result is Running, Succeeded or Failed.
+	Result string `json:"result"`
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// TemporalWorkerDeploymentStatus is the observed state.
+type TemporalWorkerDeploymentStatus struct {
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// TargetVersion is the version built from the current spec.
+	// +optional
+	TargetVersion *WorkerVersion `json:"targetVersion,omitempty"`
+	// CurrentVersion receives new workflows by default.
+	// +optional
+	CurrentVersion *WorkerVersion `json:"currentVersion,omitempty"`
+	// RampingVersion receives a share of new workflows, when it is not the target.
+	// +optional
+	RampingVersion *WorkerVersion `json:"rampingVersion,omitempty"`
+	// DeprecatedVersions are older versions still known to Kubernetes or Temporal.
+	// +optional
+	// +listType=atomic
+	DeprecatedVersions []WorkerVersion `json:"deprecatedVersions,omitempty"`
+	// Gate is the latest gate workflow run.
+	// +optional
+	Gate *GateStatus `json:"gate,omitempty"`
+	// Conditions: Ready and Progressing, for kubectl wait and CD tools.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// TemporalWorkerDeployment runs a Temporal worker as one Deployment per
+// version and rolls traffic between versions with Worker Versioning.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=twd
+// +kubebuilder:printcolumn:name="Current",type=string,JSONPath=`.status.currentVersion.buildID`
+// +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.status.targetVersion.buildID`
+// +kubebuilder:printcolumn:name="Ramp",type=number,JSONPath=`.status.targetVersion.rampPercentage`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type TemporalWorkerDeployment struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   TemporalWorkerDeploymentSpec   `json:"spec"`
+	Status TemporalWorkerDeploymentStatus `json:"status,omitempty"`
+}
+
+// TemporalWorkerDeploymentList is a list of TemporalWorkerDeployments.
+// +kubebuilder:object:root=true
+type TemporalWorkerDeploymentList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []TemporalWorkerDeployment `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&TemporalWorkerDeployment{}, &TemporalWorkerDeploymentList{})
+}
