@@ -283,4 +283,3 @@ func waitFor(ctx context.Context, timeout time.Duration, p *process.Process, che
 		}
 	}
 }
-
