@@ -1,0 +1,115 @@
+package buildid
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func template(image string) *corev1.PodTemplateSpec {
+	return &corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "worker"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name:  "worker",
+			Image: image,
+			Env:   []corev1.EnvVar{{Name: "LOG_LEVEL", Value: "info"}},
+		}}},
+	}
+}
+
+// TestGolden pins build IDs: if this test fails, a controller upgrade would
+// start a new version of every worker. Never update these values casually.
+func TestGolden(t *testing.T) {
+	cases := map[string]struct {
+		tpl  *corev1.PodTemplateSpec
+		want string
+	}{
+		"tagged image":  {template("registry.example/team/worker:v1.2.3"), "v1.2.3-24883002bf4a8567"},
+		"no tag":        {template("worker"), "latest-e46fb913d1e3ea0f"},
+		"registry port": {template("localhost:5000/worker"), "latest-075571f20625fc20"},
+		"digest":        {template("worker@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"), "0123456789ab-e3d454d6bc0cee88"},
+		"odd tag":       {template("worker:feature+x"), "feature-x-51a119513a7a60be"},
+		"empty":         {&corev1.PodTemplateSpec{}, "none-74234e98afe7498f"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := Generate(tc.tpl); got != tc.want {
+				t.Errorf("Generate = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestEveryFieldCounts(t *testing.T) {
+	base := Generate(template("w:v1"))
+	changes := map[string]func(*corev1.PodTemplateSpec){
+		"image":   func(p *corev1.PodTemplateSpec) { p.Spec.Containers[0].Image = "w:v2" },
+		"env":     func(p *corev1.PodTemplateSpec) { p.Spec.Containers[0].Env[0].Value = "debug" },
+		"command": func(p *corev1.PodTemplateSpec) { p.Spec.Containers[0].Command = []string{"run"} },
+		"args":    func(p *corev1.PodTemplateSpec) { p.Spec.Containers[0].Args = []string{"--x"} },
+		"label":   func(p *corev1.PodTemplateSpec) { p.Labels["team"] = "a" },
+		"annotation": func(p *corev1.PodTemplateSpec) {
+			p.Annotations = map[string]string{"a": "b"}
+		},
+		"resources": func(p *corev1.PodTemplateSpec) {
+			p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+		},
+		"volume": func(p *corev1.PodTemplateSpec) {
+			p.Spec.Volumes = []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+		},
+		"second container": func(p *corev1.PodTemplateSpec) {
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "sidecar", Image: "s"})
+		},
+	}
+	for name, change := range changes {
+		t.Run(name, func(t *testing.T) {
+			tpl := template("w:v1")
+			change(tpl)
+			if got := Generate(tpl); got == base {
+				t.Errorf("changing %s kept build ID %s", name, got)
+			}
+		})
+	}
+}
+
+func TestDeterministicAndValid(t *testing.T) {
+	tpl := template("w:v1")
+	tpl.Labels = map[string]string{"z": "1", "a": "2", "m": "3"}
+	first := Generate(tpl)
+	for i := 0; i < 50; i++ {
+		if got := Generate(tpl.DeepCopy()); got != first {
+			t.Fatalf("build ID changed between calls: %s then %s", first, got)
+		}
+	}
+	long := template("w:" + strings.Repeat("x", 200))
+	for _, id := range []string{first, Generate(long), Generate(template("w:...")), Generate(template("w:-_-"))} {
+		if len(id) > MaxLength || !Valid.MatchString(id) {
+			t.Errorf("invalid build ID %q (len %d)", id, len(id))
+		}
+	}
+}
+
+func FuzzGenerate(f *testing.F) {
+	for _, s := range []string{"w:v1", "a/b:c", "x@sha256:ab", "", ":", "a:.", "ü:ä"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, image string) {
+		id := Generate(template(image))
+		if len(id) > MaxLength || !Valid.MatchString(id) || strings.HasPrefix(id, "__") {
+			t.Fatalf("image %q gave invalid build ID %q", image, id)
+		}
+	})
+}
+
+// TestEncodingOfUnsetFields checks that empty values an encoder may or may
+// not write do not change the hash.
+func TestEncodingOfUnsetFields(t *testing.T) {
+	a := map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "w", "resources": map[string]any{}}}}, "metadata": map[string]any{"creationTimestamp": nil}}
+	b := map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "w"}}, "volumes": []any{}}}
+	if string(canonicalJSON(a)) != string(canonicalJSON(b)) {
+		t.Fatalf("canonical forms differ:\n%s\n%s", canonicalJSON(a), canonicalJSON(b))
+	}
+}
