@@ -1,0 +1,320 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+)
+
+const (
+	defaultNodeName = "rainbow-local"
+	localIP         = "127.0.0.1"
+
+	heartbeatInterval = 30 * time.Second
+	shutdownGrace     = 5 * time.Second
+	vanishedGrace     = 2 * time.Second
+	// retryDelay paces retries of conditions only the user can fix (missing
+	// program, missing Secret key), so polling stays cheap.
+	retryDelay = 3 * time.Second
+	readyAfter = time.Second
+
+	podWorkers  = 4
+	bindWorkers = 2
+)
+
+// Config configures an Agent.
+type Config struct {
+	// NodeName is the Node to register and run pods for; default "rainbow-local".
+	NodeName string
+	// RootDir holds per-pod directories: <RootDir>/pods/<namespace>_<name>_<uid>/.
+	RootDir string
+	// Programs maps an image to an executable. Keys are either a full image
+	// reference or its short name: the last path element without tag or digest
+	// ("demo-worker" for "registry.example/rainbow/demo-worker:v2"). A value
+	// without a slash is looked up in the agent's PATH.
+	Programs map[string]string
+	// SearchPath is searched for an executable named like the image's short
+	// name when Programs has no entry.
+	SearchPath []string
+	// Log receives the agent's logs; the zero value discards them.
+	Log logr.Logger
+}
+
+// Agent is the node agent. Create it with New and start it with Run, once.
+type Agent struct {
+	client kubernetes.Interface
+	cfg    Config
+	log    logr.Logger
+
+	queue     workqueue.TypedRateLimitingInterface[string]
+	bindQueue workqueue.TypedRateLimitingInterface[string]
+
+	podLister   corelisters.PodLister
+	unschLister corelisters.PodLister
+
+	mu      sync.Mutex
+	pods    map[string]*podState // by namespace/name
+	started bool
+
+	procWG sync.WaitGroup // one per process wait goroutine
+
+	version string // apiserver gitVersion, reported as kubeletVersion; set by the registering goroutine only
+}
+
+// New validates cfg and returns an Agent that has not started yet.
+func New(client kubernetes.Interface, cfg Config) (*Agent, error) {
+	if client == nil {
+		return nil, errors.New("nodeagent: nil client")
+	}
+	if cfg.NodeName == "" {
+		cfg.NodeName = defaultNodeName
+	}
+	if cfg.RootDir == "" {
+		return nil, errors.New("nodeagent: Config.RootDir is required")
+	}
+	root, err := filepath.Abs(cfg.RootDir)
+	if err != nil {
+		return nil, fmt.Errorf("nodeagent: RootDir: %w", err)
+	}
+	cfg.RootDir = root
+	// Paths must be absolute: processes run with the pod directory as cwd.
+	programs := make(map[string]string, len(cfg.Programs))
+	for image, p := range cfg.Programs {
+		if image == "" || p == "" {
+			return nil, fmt.Errorf("nodeagent: invalid program mapping %q=%q", image, p)
+		}
+		if !strings.Contains(p, "/") {
+			if lp, err := exec.LookPath(p); err == nil {
+				p = lp
+			}
+		}
+		if abs, err := filepath.Abs(p); err == nil {
+			p = abs
+		}
+		programs[image] = p
+	}
+	cfg.Programs = programs
+	search := make([]string, 0, len(cfg.SearchPath))
+	for _, d := range cfg.SearchPath {
+		if d == "" {
+			continue
+		}
+		if abs, err := filepath.Abs(d); err == nil {
+			d = abs
+		}
+		search = append(search, d)
+	}
+	cfg.SearchPath = search
+	log := cfg.Log
+	if log.GetSink() == nil {
+		log = logr.Discard()
+	}
+	limiter := func() workqueue.TypedRateLimiter[string] {
+		return workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 10*time.Second)
+	}
+	return &Agent{
+		client:    client,
+		cfg:       cfg,
+		log:       log,
+		queue:     workqueue.NewTypedRateLimitingQueue(limiter()),
+		bindQueue: workqueue.NewTypedRateLimitingQueue(limiter()),
+		pods:      map[string]*podState{},
+	}, nil
+}
+
+// Run registers the Node, schedules and runs pods until ctx is done, then
+// stops every process (SIGTERM, SIGKILL after 5s) and returns. It returns nil
+// after a normal shutdown and an error only if the agent could not start.
+func (a *Agent) Run(ctx context.Context) error {
+	a.mu.Lock()
+	if a.started {
+		a.mu.Unlock()
+		return errors.New("nodeagent: Run called twice")
+	}
+	a.started = true
+	a.mu.Unlock()
+
+	if err := os.MkdirAll(filepath.Join(a.cfg.RootDir, "pods"), 0o755); err != nil {
+		return fmt.Errorf("nodeagent: %w", err)
+	}
+	if err := a.registerNode(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	a.log.Info("node registered", "node", a.cfg.NodeName)
+
+	onNode := informers.NewSharedInformerFactoryWithOptions(a.client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", a.cfg.NodeName).String()
+		}))
+	unscheduled := informers.NewSharedInformerFactoryWithOptions(a.client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", "").String()
+		}))
+	podInf := onNode.Core().V1().Pods()
+	unschInf := unscheduled.Core().V1().Pods()
+	a.podLister = podInf.Lister()
+	a.unschLister = unschInf.Lister()
+	if _, err := podInf.Informer().AddEventHandler(enqueueHandler(a.queue)); err != nil {
+		return fmt.Errorf("nodeagent: %w", err)
+	}
+	if _, err := unschInf.Informer().AddEventHandler(enqueueHandler(a.bindQueue)); err != nil {
+		return fmt.Errorf("nodeagent: %w", err)
+	}
+	onNode.Start(ctx.Done())
+	unscheduled.Start(ctx.Done())
+	defer onNode.Shutdown()
+	defer unscheduled.Shutdown()
+	onNode.WaitForCacheSync(ctx.Done())
+	unscheduled.WaitForCacheSync(ctx.Done())
+
+	var workers sync.WaitGroup
+	if ctx.Err() == nil {
+		for range podWorkers {
+			workers.Go(func() { a.runWorker(ctx, a.queue, a.reconcile) })
+		}
+		for range bindWorkers {
+			workers.Go(func() {
+				a.runWorker(ctx, a.bindQueue, func(ctx context.Context, key string) (time.Duration, error) {
+					return 0, a.bind(ctx, key)
+				})
+			})
+		}
+		workers.Go(func() { a.heartbeat(ctx) })
+	}
+
+	<-ctx.Done()
+	a.queue.ShutDown()
+	a.bindQueue.ShutDown()
+	workers.Wait()
+	// Workers are gone, so nothing starts a process any more.
+	a.stopAll(shutdownGrace)
+	a.markNotReady()
+	a.log.Info("node agent stopped")
+	return nil
+}
+
+func enqueueHandler(q workqueue.TypedRateLimitingInterface[string]) cache.ResourceEventHandler {
+	add := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			q.Add(key)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    add,
+		UpdateFunc: func(_, obj any) { add(obj) },
+		DeleteFunc: add,
+	}
+}
+
+func (a *Agent) runWorker(ctx context.Context, q workqueue.TypedRateLimitingInterface[string],
+	sync func(context.Context, string) (time.Duration, error)) {
+	for {
+		key, quit := q.Get()
+		if quit {
+			return
+		}
+		after, err := sync(ctx, key)
+		switch {
+		case err != nil:
+			if ctx.Err() == nil {
+				a.log.Error(err, "sync failed, will retry", "pod", key)
+			}
+			q.AddRateLimited(key)
+		default:
+			q.Forget(key)
+			if after > 0 {
+				q.AddAfter(key, after)
+			}
+		}
+		q.Done(key)
+	}
+}
+
+// bind is the scheduler: every pending pod for the default scheduler goes to
+// our node.
+func (a *Agent) bind(ctx context.Context, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil
+	}
+	pod, err := a.unschLister.Pods(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || len(pod.Spec.SchedulingGates) > 0 ||
+		(pod.Spec.SchedulerName != "" && pod.Spec.SchedulerName != corev1.DefaultSchedulerName) ||
+		pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return nil
+	}
+	err = a.client.CoreV1().Pods(ns).Bind(ctx, &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: pod.UID},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: a.cfg.NodeName},
+	}, metav1.CreateOptions{})
+	switch {
+	case err == nil:
+		a.log.V(1).Info("bound pod", "pod", key, "node", a.cfg.NodeName)
+		return nil
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		// Gone, or bound by someone else meanwhile.
+		return nil
+	default:
+		return fmt.Errorf("binding pod %s: %w", key, err)
+	}
+}
+
+// stopAll terminates every process: SIGTERM, then SIGKILL after grace.
+func (a *Agent) stopAll(grace time.Duration) {
+	a.mu.Lock()
+	var procs []*process
+	for _, st := range a.pods {
+		if st.killTimer != nil {
+			st.killTimer.Stop()
+		}
+		procs = append(procs, st.runningProcs()...)
+	}
+	a.mu.Unlock()
+	for _, p := range procs {
+		p.signal(syscall.SIGTERM)
+	}
+	deadline := time.NewTimer(grace)
+	defer deadline.Stop()
+wait:
+	for _, p := range procs {
+		select {
+		case <-p.done:
+		case <-deadline.C:
+			break wait
+		}
+	}
+	for _, p := range procs {
+		if !p.exited() {
+			a.log.Info("process ignored SIGTERM, killing", "pid", p.pid)
+			p.signal(syscall.SIGKILL)
+		}
+	}
+	a.procWG.Wait()
+}

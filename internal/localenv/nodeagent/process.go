@@ -1,0 +1,82 @@
+package nodeagent
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// process is one run of a container. exitCode and finishedAt are written
+// before done is closed and only read after it.
+type process struct {
+	pid       int
+	program   string
+	startedAt time.Time
+	done      chan struct{}
+
+	exitCode   int32
+	finishedAt time.Time
+}
+
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// signal targets the whole process group. The group id stays reserved while
+// any member lives, so this cannot hit an unrelated process.
+func (p *process) signal(sig syscall.Signal) {
+	if err := syscall.Kill(-p.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		// Fall back to the leader in case the group is gone but it is not.
+		_ = syscall.Kill(p.pid, sig)
+	}
+}
+
+// startProcess launches program and a goroutine that reaps it and enqueues key.
+func (a *Agent) startProcess(key, dir, logName, program string, args, env []string) (*process, error) {
+	logFile, err := os.OpenFile(filepath.Join(dir, logName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close() // the child holds its own copy
+	cmd := exec.Command(program, args...)
+	cmd.Dir = dir
+	cmd.Env = env
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &process{pid: cmd.Process.Pid, program: program, startedAt: time.Now(), done: make(chan struct{})}
+	a.procWG.Add(1)
+	go func() {
+		defer a.procWG.Done()
+		_ = cmd.Wait()
+		p.exitCode = exitCode(cmd.ProcessState)
+		p.finishedAt = time.Now()
+		// Reap what the program left behind in its group, like a container's cgroup.
+		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+		close(p.done)
+		a.log.V(1).Info("process exited", "pod", key, "pid", p.pid, "exitCode", p.exitCode)
+		a.queue.Add(key)
+	}()
+	return p, nil
+}
+
+func exitCode(ps *os.ProcessState) int32 {
+	if ps == nil {
+		return 128
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int32(ws.Signal())
+	}
+	return int32(ps.ExitCode())
+}

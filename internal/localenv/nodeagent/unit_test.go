@@ -1,0 +1,145 @@
+package nodeagent
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+func fakeClient() kubernetes.Interface { return fake.NewClientset() }
+
+func TestExpand(t *testing.T) {
+	vars := map[string]string{"A": "x", "B": "$(A)"}
+	lookup := func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+	for in, want := range map[string]string{
+		"plain":         "plain",
+		"$(A)":          "x",
+		"pre-$(A)-$(A)": "pre-x-x",
+		"$(B)":          "$(A)", // no recursive expansion
+		"$(MISSING)":    "$(MISSING)",
+		"$$(A)":         "$(A)",
+		"$$":            "$",
+		"$(A":           "$(A",
+		"a$b":           "a$b",
+		"end$":          "end$",
+		"$()":           "$()",
+	} {
+		if got := expand(in, lookup); got != want {
+			t.Errorf("expand(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestImageShortName(t *testing.T) {
+	for in, want := range map[string]string{
+		"demo-worker":    "demo-worker",
+		"demo-worker:v2": "demo-worker",
+		"registry.example/rainbow/demo-worker:v2":   "demo-worker",
+		"localhost:5000/demo-worker":                "demo-worker",
+		"localhost:5000/a/demo-worker:v1@sha256:ab": "demo-worker",
+		"demo-worker@sha256:abcdef":                 "demo-worker",
+	} {
+		if got := imageShortName(in); got != want {
+			t.Errorf("imageShortName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestParseProgramFlag(t *testing.T) {
+	img, p, err := ParseProgramFlag("demo-worker=/abs/path")
+	if err != nil || img != "demo-worker" || p != "/abs/path" {
+		t.Fatalf("got (%q, %q, %v), want (demo-worker, /abs/path, nil)", img, p, err)
+	}
+	_, p, err = ParseProgramFlag("x=bin/x")
+	if err != nil || !filepath.IsAbs(p) || !strings.HasSuffix(p, "/bin/x") {
+		t.Fatalf("relative path: got (%q, %v), want an absolute path ending in /bin/x", p, err)
+	}
+	for _, bad := range []string{"", "demo-worker", "=/x", "x=", "  =  "} {
+		if _, _, err := ParseProgramFlag(bad); err == nil {
+			t.Errorf("ParseProgramFlag(%q): want error, got nil", bad)
+		}
+	}
+}
+
+func TestResolveProgram(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "hello")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "noexec"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(fakeClient(), Config{RootDir: dir, SearchPath: []string{dir},
+		Programs: map[string]string{"sh": "/bin/sh", "reg/full:v1": exe}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for image, want := range map[string]string{
+		"example.com/x/sh:1": "/bin/sh",
+		"reg/full:v1":        exe,
+		"other/hello:v3":     exe,
+	} {
+		if got, err := a.resolveProgram(image); err != nil || got != want {
+			t.Errorf("resolveProgram(%q) = %q, %v; want %q", image, got, err, want)
+		}
+	}
+	_, err = a.resolveProgram("r/noexec:1")
+	if err == nil || !strings.Contains(err.Error(), `no local program for image "r/noexec:1"`) {
+		t.Errorf("non-executable file: got %v, want a no-local-program error", err)
+	}
+}
+
+func TestMountRewriter(t *testing.T) {
+	c := &corev1.Container{VolumeMounts: []corev1.VolumeMount{
+		{Name: "cfg", MountPath: "/etc/app"},
+		{Name: "sub", MountPath: "/etc/app/inner/", SubPath: "x"},
+		{Name: "skipped", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"},
+	}}
+	r := newMountRewriter(c, map[string]string{"cfg": "/h/cfg", "sub": "/h/sub", "skipped": ""}, &envList{})
+	for in, want := range map[string]string{
+		"/etc/app":         "/h/cfg",
+		"/etc/app/":        "/h/cfg",
+		"/etc/app/a.yaml":  "/h/cfg/a.yaml",
+		"/etc/appx":        "/etc/appx",
+		"/etc/app/inner/f": "/h/sub/x/f",
+		"/var/run/secrets/kubernetes.io/serviceaccount/token": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+		"relative/etc/app": "relative/etc/app",
+	} {
+		if got := r.path(in); got != want {
+			t.Errorf("path(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := r.arg("--config=/etc/app/a.yaml"); got != "--config=/h/cfg/a.yaml" {
+		t.Errorf("arg rewrite: got %q", got)
+	}
+	if got := r.arg("name=/etc/app"); got != "name=/etc/app" {
+		t.Errorf("non-flag arg must stay: got %q", got)
+	}
+}
+
+func TestFieldValue(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "n", UID: "u",
+		Labels: map[string]string{"app": "a", "b": "c"}, Annotations: map[string]string{"k": "v"}}}
+	for path, want := range map[string]string{
+		"metadata.labels['app']":     "a",
+		`metadata.annotations["k"]`:  "v",
+		"metadata.labels['missing']": "",
+		"metadata.labels":            "app=\"a\"\nb=\"c\"",
+		"status.podIP":               "127.0.0.1",
+		"metadata.uid":               "u",
+	} {
+		if got, err := fieldValue(pod, path); err != nil || got != want {
+			t.Errorf("fieldValue(%q) = %q, %v; want %q", path, got, err, want)
+		}
+	}
+	if _, err := fieldValue(pod, "spec.nope"); err == nil {
+		t.Error("unsupported path: want error")
+	}
+}
