@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rainbow-deploy/rainbow/internal/demoworker"
@@ -32,37 +31,35 @@ func TestEnvironmentIsReal(t *testing.T) {
 	buildID := "v1-" + tt.Suffix
 	taskQueue := tt.TaskQueue("demo")
 
-	labels := map[string]string{"app": "demo"}
-	dep := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: tt.Namespace},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](2),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					TerminationGracePeriodSeconds: ptr.To[int64](5),
-					Containers: []corev1.Container{{
-						Name:  "worker",
-						Image: "rainbow.local/demo-worker:v1",
-						Env: []corev1.EnvVar{
-							{Name: workerenv.Address, Value: env.Info.TemporalAddress},
-							{Name: workerenv.Namespace, Value: env.Info.TemporalNamespace},
-							{Name: workerenv.DeploymentName, Value: deploymentName},
-							{Name: workerenv.BuildID, Value: buildID},
-							{Name: "DEMO_TASK_QUEUE", Value: taskQueue},
-						},
-					}},
-				},
-			},
-		},
+	// The example runs as written, but in this test's namespace and with
+	// this environment's Temporal address and names unique to the test.
+	dep := &appsv1.Deployment{}
+	env.ReadExample(t, "local-environment/demo-worker.yaml", dep)
+	dep.Namespace = tt.Namespace
+	labels := dep.Spec.Selector.MatchLabels
+	overrides := map[string]string{
+		workerenv.Address:        env.Info.TemporalAddress,
+		workerenv.Namespace:      env.Info.TemporalNamespace,
+		workerenv.DeploymentName: deploymentName,
+		workerenv.BuildID:        buildID,
+		"DEMO_TASK_QUEUE":        taskQueue,
+	}
+	c := &dep.Spec.Template.Spec.Containers[0]
+	for i := range c.Env {
+		if v, ok := overrides[c.Env[i].Name]; ok {
+			c.Env[i].Value = v
+			delete(overrides, c.Env[i].Name)
+		}
+	}
+	if len(overrides) > 0 {
+		t.Fatalf("example lacks env %v", overrides)
 	}
 	if err := env.Kube.Create(ctx, dep); err != nil {
 		t.Fatal(err)
 	}
 
 	var rsName string
-	tt.Eventually(time.Minute, "a ReplicaSet owned by Deployment demo", func() (bool, string) {
+	tt.Eventually(time.Minute, "a ReplicaSet owned by Deployment demo-worker", func() (bool, string) {
 		var list appsv1.ReplicaSetList
 		if err := env.Kube.List(ctx, &list, crclient.InNamespace(tt.Namespace)); err != nil {
 			return false, err.Error()
