@@ -264,3 +264,41 @@ func sanitize(name string, max int) string {
 	}
 	return s
 }
+
+// Descendants lists the pids of every process below the devenv this harness
+// started: the control plane and the worker processes.
+func (e *Env) Descendants() []int {
+	if e.proc == nil {
+		return nil
+	}
+	children := map[int][]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, ent := range entries {
+		var pid int
+		if _, err := fmt.Sscanf(ent.Name(), "%d", &pid); err != nil {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// The command name may hold spaces; fields resume after the last ')'.
+		rest := string(data[strings.LastIndexByte(string(data), ')')+1:])
+		var state string
+		var ppid int
+		if _, err := fmt.Sscanf(rest, " %s %d", &state, &ppid); err == nil {
+			children[ppid] = append(children[ppid], pid)
+		}
+	}
+	var out []int
+	queue := []int{e.proc.Pid()}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
