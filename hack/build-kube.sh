@@ -12,7 +12,7 @@ if [[ -f "$stamp_file" && "$(cat "$stamp_file")" == "$stamp" ]]; then
   [[ -f "$stamp_file" ]] && exit 0
 fi
 echo ">> Building the Kubernetes control plane (etcd 3.6, kube-apiserver, kube-controller-manager, kubectl 1.35) from Go modules."
-echo ">> On a cold cache this takes about 8-10 minutes on 2 cores; later runs reuse it."
+echo ">> On a cold cache this takes about 8-15 minutes on 2 cores; later runs reuse it."
 mkdir -p "$out"
 v=k8s.io/component-base/version
 cv=k8s.io/client-go/pkg/version
