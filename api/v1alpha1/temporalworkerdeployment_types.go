@@ -66,10 +66,10 @@ type WorkerOptions struct {
 	TemporalNamespace string `json:"temporalNamespace"`
 
 	// DeploymentName is the Temporal worker deployment name. Defaults to
-	// "<kubernetes namespace>/<name>". Temporal forbids "." in it.
+	// "<kubernetes namespace>/<name>". Temporal forbids "." and ":" in it.
 	// +optional
 	// +kubebuilder:validation:MaxLength=255
-	// +kubebuilder:validation:Pattern=`^[^.]+$`
+	// +kubebuilder:validation:Pattern=`^[^.:]+$`
 	DeploymentName string `json:"deploymentName,omitempty"`
 }
 
@@ -87,7 +87,7 @@ type ConnectionReference struct {
 type RolloutSpec struct {
 	// Strategy is Manual, AllAtOnce or Progressive.
 	// +kubebuilder:default=AllAtOnce
-	Strategy RolloutStrategy `json:"strategy"`
+	Strategy RolloutStrategy `json:"strategy,omitempty"`
 
 	// Steps of a Progressive rollout: each ramps the given share of new
 	// workflows to the target for pauseDuration, then the target becomes
@@ -124,8 +124,10 @@ type GateWorkflow struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=255
 	WorkflowType string `json:"workflowType"`
-	// Input is the workflow's JSON input.
+	// Input is the workflow's input, a JSON object.
 	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
 	Input *apiextensionsv1.JSON `json:"input,omitempty"`
 	// InputFrom reads the JSON input from a ConfigMap or Secret key.
 	// +optional
@@ -236,6 +238,7 @@ type TemporalWorkerDeploymentStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=twd
+// +kubebuilder:validation:XValidation:rule="!self.metadata.name.contains('.') || (has(self.spec.workerOptions.deploymentName) && self.spec.workerOptions.deploymentName != '')",message="Temporal forbids '.' in worker deployment names: rename the TemporalWorkerDeployment or set spec.workerOptions.deploymentName"
 // +kubebuilder:printcolumn:name="Current",type=string,JSONPath=`.status.currentVersion.buildID`
 // +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.status.targetVersion.buildID`
 // +kubebuilder:printcolumn:name="Ramp",type=number,JSONPath=`.status.targetVersion.rampPercentage`

@@ -26,6 +26,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -35,6 +36,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
+	rainbowv1alpha1 "github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/internal/localenv"
 	"github.com/rainbow-deploy/rainbow/internal/localenv/process"
 )
@@ -147,6 +149,12 @@ func (e *Env) connect() error {
 	if err := clientgoscheme.AddToScheme(e.Scheme); err != nil {
 		return err
 	}
+	if err := apiextensionsv1.AddToScheme(e.Scheme); err != nil {
+		return err
+	}
+	if err := rainbowv1alpha1.AddToScheme(e.Scheme); err != nil {
+		return err
+	}
 	if e.Kube, err = crclient.New(e.REST, crclient.Options{Scheme: e.Scheme}); err != nil {
 		return err
 	}
@@ -154,7 +162,10 @@ func (e *Env) connect() error {
 		return err
 	}
 	e.Temporal, err = client.Dial(client.Options{HostPort: e.Info.TemporalAddress, Namespace: e.Info.TemporalNamespace, Logger: quietLogger{}})
-	return err
+	if err != nil {
+		return err
+	}
+	return e.InstallCRDs(context.Background())
 }
 
 // Stop stops the environment if this harness started it.

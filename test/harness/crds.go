@@ -1,0 +1,64 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+// InstallCRDs applies the generated CRDs under config/crd/bases and waits
+// until the API server serves them.
+func (e *Env) InstallCRDs(ctx context.Context) error {
+	files, err := filepath.Glob(filepath.Join(e.Root, "config", "crd", "bases", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("no CRDs in config/crd/bases (run `make generate`): %v", err)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.UnmarshalStrict(data, crd); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		existing := &apiextensionsv1.CustomResourceDefinition{}
+		switch err := e.Kube.Get(ctx, crclient.ObjectKeyFromObject(crd), existing); {
+		case apierrors.IsNotFound(err):
+			err = e.Kube.Create(ctx, crd)
+			if err != nil {
+				return fmt.Errorf("create CRD %s: %w", crd.Name, err)
+			}
+		case err != nil:
+			return err
+		default:
+			crd.ResourceVersion = existing.ResourceVersion
+			if err := e.Kube.Update(ctx, crd); err != nil {
+				return fmt.Errorf("update CRD %s: %w", crd.Name, err)
+			}
+		}
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			got := &apiextensionsv1.CustomResourceDefinition{}
+			if err := e.Kube.Get(ctx, crclient.ObjectKeyFromObject(crd), got); err != nil {
+				return false, nil
+			}
+			for _, c := range got.Status.Conditions {
+				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+					return true, nil
+				}
+			}
+			return false, nil
+		}); err != nil {
+			return fmt.Errorf("CRD %s not established: %w", crd.Name, err)
+		}
+	}
+	return nil
+}
