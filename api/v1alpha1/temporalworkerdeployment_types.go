@@ -238,7 +238,7 @@ type TemporalWorkerDeploymentStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=twd
-// +kubebuilder:validation:XValidation:rule="!self.metadata.name.contains('.') || (has(self.spec.workerOptions.deploymentName) && self.spec.workerOptions.deploymentName != ”)",message="Temporal forbids '.' in worker deployment names: rename the TemporalWorkerDeployment or set spec.workerOptions.deploymentName"
+// +kubebuilder:validation:XValidation:rule="!self.metadata.name.contains('.') || (has(self.spec.workerOptions.deploymentName) && size(self.spec.workerOptions.deploymentName) > 0)",message="Temporal forbids '.' in worker deployment names: rename the TemporalWorkerDeployment or set spec.workerOptions.deploymentName"
 // +kubebuilder:printcolumn:name="Current",type=string,JSONPath=`.status.currentVersion.buildID`
 // +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.status.targetVersion.buildID`
 // +kubebuilder:printcolumn:name="Ramp",type=number,JSONPath=`.status.targetVersion.rampPercentage`
