@@ -15,8 +15,12 @@ import (
 )
 
 // InstallCRDs applies the generated CRDs under config/crd/bases and waits
-// until the API server serves them.
+// until discovery lists them, so REST mappers created afterwards know them.
 func (e *Env) InstallCRDs(ctx context.Context) error {
+	kube, err := crclient.New(e.REST, crclient.Options{Scheme: e.Scheme})
+	if err != nil {
+		return err
+	}
 	files, err := filepath.Glob(filepath.Join(e.Root, "config", "crd", "bases", "*.yaml"))
 	if err != nil || len(files) == 0 {
 		return fmt.Errorf("no CRDs in config/crd/bases (run `make generate`): %v", err)
@@ -31,9 +35,9 @@ func (e *Env) InstallCRDs(ctx context.Context) error {
 			return fmt.Errorf("%s: %w", f, err)
 		}
 		existing := &apiextensionsv1.CustomResourceDefinition{}
-		switch err := e.Kube.Get(ctx, crclient.ObjectKeyFromObject(crd), existing); {
+		switch err := kube.Get(ctx, crclient.ObjectKeyFromObject(crd), existing); {
 		case apierrors.IsNotFound(err):
-			err = e.Kube.Create(ctx, crd)
+			err = kube.Create(ctx, crd)
 			if err != nil {
 				return fmt.Errorf("create CRD %s: %w", crd.Name, err)
 			}
@@ -41,13 +45,13 @@ func (e *Env) InstallCRDs(ctx context.Context) error {
 			return err
 		default:
 			crd.ResourceVersion = existing.ResourceVersion
-			if err := e.Kube.Update(ctx, crd); err != nil {
+			if err := kube.Update(ctx, crd); err != nil {
 				return fmt.Errorf("update CRD %s: %w", crd.Name, err)
 			}
 		}
 		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 			got := &apiextensionsv1.CustomResourceDefinition{}
-			if err := e.Kube.Get(ctx, crclient.ObjectKeyFromObject(crd), got); err != nil {
+			if err := kube.Get(ctx, crclient.ObjectKeyFromObject(crd), got); err != nil {
 				return false, nil
 			}
 			for _, c := range got.Status.Conditions {
@@ -58,6 +62,23 @@ func (e *Env) InstallCRDs(ctx context.Context) error {
 			return false, nil
 		}); err != nil {
 			return fmt.Errorf("CRD %s not established: %w", crd.Name, err)
+		}
+		for _, v := range crd.Spec.Versions {
+			gv := crd.Spec.Group + "/" + v.Name
+			if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+				list, err := e.Clients.Discovery().ServerResourcesForGroupVersion(gv)
+				if err != nil {
+					return false, nil
+				}
+				for _, r := range list.APIResources {
+					if r.Kind == crd.Spec.Names.Kind {
+						return true, nil
+					}
+				}
+				return false, nil
+			}); err != nil {
+				return fmt.Errorf("discovery does not list %s in %s: %w", crd.Spec.Names.Kind, gv, err)
+			}
 		}
 	}
 	return nil

@@ -155,17 +155,18 @@ func (e *Env) connect() error {
 	if err := rainbowv1alpha1.AddToScheme(e.Scheme); err != nil {
 		return err
 	}
-	if e.Kube, err = crclient.New(e.REST, crclient.Options{Scheme: e.Scheme}); err != nil {
-		return err
-	}
 	if e.Clients, err = kubernetes.NewForConfig(e.REST); err != nil {
 		return err
 	}
-	e.Temporal, err = client.Dial(client.Options{HostPort: e.Info.TemporalAddress, Namespace: e.Info.TemporalNamespace, Logger: quietLogger{}})
-	if err != nil {
+	if err := e.InstallCRDs(context.Background()); err != nil {
 		return err
 	}
-	return e.InstallCRDs(context.Background())
+	// Created after the CRDs are served, so its REST mapper knows them.
+	if e.Kube, err = crclient.New(e.REST, crclient.Options{Scheme: e.Scheme}); err != nil {
+		return err
+	}
+	e.Temporal, err = client.Dial(client.Options{HostPort: e.Info.TemporalAddress, Namespace: e.Info.TemporalNamespace, Logger: quietLogger{}})
+	return err
 }
 
 // Stop stops the environment if this harness started it.
