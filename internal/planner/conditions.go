@@ -1,0 +1,51 @@
+package planner
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// progress is where the rollout of the target stands after this reconcile.
+type progress struct {
+	state   progressState
+	reason  string
+	message string
+}
+
+type progressState int
+
+const (
+	// moving: the controller is making progress or waiting on something
+	// that will happen by itself.
+	moving progressState = iota
+	// done: the target is current.
+	done
+	// blocked: a person has to act.
+	blocked
+)
+
+func movingBecause(reason, msg string) progress {
+	return progress{state: moving, reason: reason, message: msg}
+}
+
+func blockedBecause(reason, msg string) progress {
+	return progress{state: blocked, reason: reason, message: msg}
+}
+
+func rolloutComplete(msg string) progress {
+	return progress{state: done, reason: ReasonRolloutComplete, message: msg}
+}
+
+// conditions maps progress to Ready and Progressing, as CD tools read them:
+// Ready is true iff the target is current; Progressing is false when the
+// rollout is done or blocked.
+func conditions(p progress) (ready, progressing Condition) {
+	switch p.state {
+	case done:
+		c := Condition{Status: metav1.ConditionTrue, Reason: ReasonRolloutComplete, Message: p.message}
+		return c, Condition{Status: metav1.ConditionFalse, Reason: ReasonRolloutComplete, Message: p.message}
+	case blocked:
+		c := Condition{Status: metav1.ConditionFalse, Reason: p.reason, Message: p.message}
+		return c, c
+	default:
+		return Condition{Status: metav1.ConditionFalse, Reason: p.reason, Message: p.message},
+			Condition{Status: metav1.ConditionTrue, Reason: p.reason, Message: p.message}
+	}
+}

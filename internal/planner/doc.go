@@ -1,0 +1,37 @@
+// Package planner decides, from observed state, what the Rainbow controller
+// does next for one TemporalWorkerDeployment. Plan is pure: no clients, no
+// clock, no randomness; the caller observes, Plan decides, the caller acts.
+//
+// The rules, in the order Plan applies them to the target version:
+//
+//   - The target gets a Deployment (spec.replicas, or 1 for an autoscaler to
+//     take over), unless Temporal's version limit is reached and no version
+//     can be deleted to make room (TooManyVersions). Only the target follows
+//     spec.replicas; older versions keep theirs until sunset.
+//   - Without Temporal's state nothing is routed, scaled down or deleted.
+//   - Traffic goes only to a version whose Deployment is available and whose
+//     workers poll every task queue (WaitingForPollers until then).
+//   - Routing is never written while another identity manages the worker
+//     deployment; we claim the manager identity before our first write.
+//   - A target that lost its traffic recently, by someone else's routing
+//     change, is left as they set it (RoutingChangedExternally). If we made
+//     that change and the target was current before, it becomes current at
+//     once, skipping gate and steps (rollback).
+//   - A gate workflow must succeed on the target before it gets traffic; if
+//     it fails the rollout stops and the target's ramp is removed.
+//   - Manual never writes routing, AllAtOnce makes the target current,
+//     Progressive ramps through the steps (each pause timed from Temporal's
+//     ramp change time) and then makes it current. The first version of a
+//     deployment becomes current directly. A ramp on another version is
+//     removed before a version is made current.
+//   - Other versions keep their workers while Temporal routes work to them
+//     or may (current, ramping, draining, unknown). Drained versions are
+//     scaled to zero after scaledownDelay, inactive ones scaledownDelay after
+//     they were superseded, never-registered ones at once; Deployments are
+//     deleted deleteDelay after reaching zero, and Temporal versions once
+//     their Deployment is gone and nothing polls them.
+//
+// Ready is true iff the target is current. Plan asks to be called again in
+// a second while it waits on Temporal, at the exact time of the next step or
+// sunset deadline, and otherwise within a minute.
+package planner

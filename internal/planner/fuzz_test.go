@@ -1,0 +1,327 @@
+package planner
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+)
+
+// FuzzPlanSafety builds arbitrary, often inconsistent, inputs and checks the
+// rules that must hold whatever Temporal and Kubernetes report.
+func FuzzPlanSafety(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte("rainbow rollout"))
+	f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32})
+	f.Add([]byte{255, 254, 253, 252, 251, 250, 249, 248, 247, 246, 245, 244, 243, 242, 241, 240, 239, 238, 237, 236})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		in := fuzzInput(data)
+		got := Plan(in)
+		for _, err := range safetyViolations(in, got) {
+			t.Error(err)
+		}
+		if again := Plan(fuzzInput(data)); !reflect.DeepEqual(got, again) {
+			t.Errorf("Plan is not deterministic:\n%+v\n%+v", got, again)
+		}
+		if !reflect.DeepEqual(in, fuzzInput(data)) {
+			t.Errorf("Plan modified its input")
+		}
+	})
+}
+
+// TestPlanSafetyRandom runs the fuzz invariants on many generated inputs as
+// part of the normal test run.
+func TestPlanSafetyRandom(t *testing.T) {
+	data := make([]byte, 96)
+	x := uint32(2463534242)
+	for n := 0; n < 20000; n++ {
+		for i := range data {
+			x ^= x << 13
+			x ^= x >> 17
+			x ^= x << 5
+			data[i] = byte(x)
+		}
+		in := fuzzInput(data)
+		for _, err := range safetyViolations(in, Plan(in)) {
+			t.Fatalf("input %x: %v", data, err)
+		}
+	}
+}
+
+// byteSource reads choices from fuzz bytes; zeros once exhausted.
+type byteSource struct {
+	b []byte
+	i int
+}
+
+func (s *byteSource) next() byte {
+	if s.i >= len(s.b) {
+		return 0
+	}
+	s.i++
+	return s.b[s.i-1]
+}
+
+func (s *byteSource) intn(n int) int { return int(s.next()) % n }
+func (s *byteSource) bool() bool     { return s.next()&1 == 1 }
+
+func pick[T any](s *byteSource, xs ...T) T { return xs[s.intn(len(xs))] }
+
+// offset is a time relative to t0, around the delays and pauses used.
+func (s *byteSource) offset() time.Duration {
+	return pick(s, -72*time.Hour, -25*time.Hour, -24*time.Hour, -2*time.Hour, -time.Hour, -10*time.Minute,
+		-5*time.Minute, -time.Second, 0, time.Minute)
+}
+
+func (s *byteSource) maybeTime() *time.Time {
+	if s.bool() {
+		return nil
+	}
+	return at(s.offset())
+}
+
+var fuzzBuilds = []string{"a", "b", "c", "d", "e"}
+
+func fuzzInput(data []byte) Input {
+	s := &byteSource{b: data}
+	build := func() string { return pick(s, "", "a", "b", "c", "d", "e") }
+	identity := func() string { return pick(s, "", me, "alice") }
+
+	in := Input{Now: t0, Identity: me, DeploymentName: "ns/w"}
+	in.Spec = Spec{
+		TargetBuildID:    pick(s, "a", "b", "c", "d", "e", "a", "b", ""),
+		Strategy:         pick(s, v1alpha1.StrategyManual, v1alpha1.StrategyAllAtOnce, v1alpha1.StrategyProgressive, v1alpha1.StrategyProgressive, "Bogus"),
+		GateWorkflowType: pick(s, "", "Gate"),
+		ScaledownDelay:   pick(s, 0, time.Minute, time.Hour, 24*time.Hour),
+		DeleteDelay:      pick(s, 0, time.Hour, 24*time.Hour),
+		MaxVersions:      s.intn(5),
+	}
+	if s.bool() {
+		in.Spec.Replicas = ptr(int32(s.intn(4)))
+	}
+	pct := int32(0)
+	for n := s.intn(4); n > 0; n-- {
+		pct += int32(s.intn(60)) - 5 // sometimes not increasing
+		in.Spec.Steps = append(in.Spec.Steps, Step{RampPercentage: pct, Pause: pick(s, 0, time.Second, 5*time.Minute, time.Hour)})
+	}
+	for _, b := range fuzzBuilds {
+		if s.bool() {
+			d := Deployment{BuildID: b, Name: "worker-" + b, Replicas: int32(s.intn(4)), Available: s.bool()}
+			if s.bool() {
+				d.ScaledDownAt = at(s.offset())
+			}
+			in.Deployments = append(in.Deployments, d)
+		}
+	}
+	if s.intn(5) != 0 {
+		ts := &TemporalState{
+			Exists:               s.intn(4) != 0,
+			ManagerIdentity:      identity(),
+			LastModifierIdentity: identity(),
+			CurrentBuildID:       build(),
+			RampingBuildID:       build(),
+			RampPercentage:       int32(s.intn(101)),
+			UnversionedPollers:   s.bool(),
+		}
+		if s.bool() {
+			ts.RampChangedAt = t0.Add(s.offset())
+		}
+		for _, b := range fuzzBuilds {
+			if s.bool() {
+				ts.Versions = append(ts.Versions, TemporalVersion{
+					BuildID:         b,
+					Status:          pick(s, current, ramping, inactive, draining, drained, drained, "Created"),
+					RegisteredAt:    pick(s, time.Time{}, t0.Add(s.offset())),
+					DrainedSince:    s.maybeTime(),
+					CurrentSince:    s.maybeTime(),
+					RampingSince:    s.maybeTime(),
+					LastCurrentAt:   s.maybeTime(),
+					TaskQueuesReady: s.intn(3) != 0,
+					HasPollers:      s.bool(),
+				})
+			}
+		}
+		in.Temporal = ts
+	} else if s.bool() {
+		in.TemporalError = &Problem{Reason: "TemporalClientCreationFailed", Message: "dial failed"}
+	}
+	if s.bool() {
+		in.Gate = &GateRun{BuildID: build(), Phase: pick(s, GateRunning, GateSucceeded, GateFailed, "Weird"), Message: "m"}
+	}
+	return in
+}
+
+// safetyViolations lists every broken safety rule. It only reads the input,
+// so it restates the rules independently of the planner's code.
+func safetyViolations(in Input, r Result) []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+
+	deps := map[string]Deployment{}
+	for _, d := range in.Deployments {
+		deps[d.Name] = d
+	}
+	depOf := map[string]Deployment{}
+	for _, d := range in.Deployments {
+		if _, ok := depOf[d.BuildID]; !ok {
+			depOf[d.BuildID] = d
+		}
+	}
+	ts := in.Temporal
+	tv := func(b string) (TemporalVersion, bool) {
+		if ts == nil {
+			return TemporalVersion{}, false
+		}
+		for _, v := range ts.Versions {
+			if v.BuildID == b {
+				return v, true
+			}
+		}
+		return TemporalVersion{}, false
+	}
+	routed := func(b string) bool { return ts != nil && b != "" && (ts.CurrentBuildID == b || ts.RampingBuildID == b) }
+	// mayLoseWorkers: Temporal says the version gets no work.
+	mayLoseWorkers := func(b string) bool {
+		if ts == nil || routed(b) {
+			return false
+		}
+		v, ok := tv(b)
+		if !ok {
+			return ts.Exists // never registered
+		}
+		return v.Status == drained || v.Status == inactive
+	}
+	otherManager := ts != nil && ts.ManagerIdentity != "" && ts.ManagerIdentity != in.Identity
+
+	if r.RequeueAfter <= 0 || r.RequeueAfter > time.Minute {
+		bad("RequeueAfter = %s, want in (0, 1m]", r.RequeueAfter)
+	}
+	if ts == nil && (r.Routing != nil || r.StartGate != nil || len(r.DeleteTemporalVersions) > 0 || len(r.DeleteDeployments) > 0 || r.BecomeManager) {
+		bad("Temporal unknown but Temporal or destructive actions planned: %+v", r)
+	}
+
+	touched := map[string]bool{}
+	for _, s := range r.Scale {
+		d, ok := deps[s.Name]
+		if !ok || d.BuildID != s.BuildID {
+			bad("Scale of unknown Deployment %+v", s)
+		}
+		if touched[s.Name] {
+			bad("two actions on Deployment %s", s.Name)
+		}
+		touched[s.Name] = true
+		if s.Replicas != 0 {
+			continue
+		}
+		if s.BuildID == in.Spec.TargetBuildID {
+			if s.Reason != ScaleToSpec || in.Spec.Replicas == nil || *in.Spec.Replicas != 0 {
+				bad("target %s scaled to zero without spec.replicas: 0 (%+v)", s.BuildID, s)
+			}
+			continue
+		}
+		if s.Reason != ScaleSunset || !mayLoseWorkers(s.BuildID) {
+			bad("version %s scaled to zero while it may get work (%+v)", s.BuildID, s)
+		}
+	}
+	for _, del := range r.DeleteDeployments {
+		d, ok := deps[del.Name]
+		switch {
+		case !ok || d.BuildID != del.BuildID:
+			bad("delete of unknown Deployment %+v", del)
+		case del.BuildID == in.Spec.TargetBuildID:
+			bad("target Deployment %s deleted", del.Name)
+		case !mayLoseWorkers(del.BuildID):
+			bad("Deployment %s deleted while its version may get work", del.Name)
+		case d.Replicas != 0 || d.ScaledDownAt == nil || in.Now.Before(d.ScaledDownAt.Add(in.Spec.DeleteDelay)):
+			bad("Deployment %s deleted before deleteDelay at zero (%+v)", del.Name, d)
+		}
+		if touched[del.Name] {
+			bad("two actions on Deployment %s", del.Name)
+		}
+		touched[del.Name] = true
+	}
+
+	if c := r.CreateDeployment; c != nil {
+		if c.BuildID != in.Spec.TargetBuildID {
+			bad("created %s, not the target %s", c.BuildID, in.Spec.TargetBuildID)
+		}
+		if _, ok := depOf[c.BuildID]; ok {
+			bad("created %s, which has a Deployment", c.BuildID)
+		}
+	}
+
+	if rt := r.Routing; rt != nil {
+		if otherManager {
+			bad("routing written while %q manages the deployment", ts.ManagerIdentity)
+		}
+		if in.Spec.Strategy == v1alpha1.StrategyManual {
+			bad("routing written under Manual: %+v", rt)
+		}
+		switch rt.Op {
+		case SetCurrent, SetRamp:
+			v, ok := tv(rt.BuildID)
+			d, hasDep := depOf[rt.BuildID]
+			if rt.BuildID != in.Spec.TargetBuildID {
+				bad("routed to %s, not the target", rt.BuildID)
+			}
+			if !ok || !v.TaskQueuesReady || !v.HasPollers || !hasDep || !d.Available || d.Replicas == 0 {
+				bad("routed to %s whose workers do not poll every task queue", rt.BuildID)
+			}
+			if ts != nil && ts.CurrentBuildID == rt.BuildID {
+				bad("routing %s to %s, which is already current", rt.Op, rt.BuildID)
+			}
+			if rt.Op == SetRamp && (rt.RampPercentage < 1 || rt.RampPercentage > 99) {
+				bad("ramp of %d%%", rt.RampPercentage)
+			}
+			if rt.Op == SetCurrent && ts != nil && ts.RampingBuildID != "" && ts.RampingBuildID != rt.BuildID {
+				bad("made %s current while %s still ramps", rt.BuildID, ts.RampingBuildID)
+			}
+		case RemoveRamp:
+			if ts == nil || ts.RampingBuildID == "" {
+				bad("removed a ramp that does not exist")
+			}
+		default:
+			bad("unknown routing op %q", rt.Op)
+		}
+	}
+	if want := r.Routing != nil && ts != nil && ts.ManagerIdentity == ""; r.BecomeManager != want {
+		bad("BecomeManager = %v with routing %+v and manager %q", r.BecomeManager, r.Routing, ts.ManagerIdentity)
+	}
+
+	for _, b := range r.DeleteTemporalVersions {
+		v, ok := tv(b)
+		_, hasDep := depOf[b]
+		switch {
+		case !ok:
+			bad("deleted unknown Temporal version %s", b)
+		case v.HasPollers:
+			bad("deleted Temporal version %s, which has pollers", b)
+		case routed(b) || (v.Status != drained && v.Status != inactive):
+			bad("deleted Temporal version %s with status %s", b, v.Status)
+		case b == in.Spec.TargetBuildID || hasDep:
+			bad("deleted Temporal version %s, which is the target or has a Deployment", b)
+		case otherManager:
+			bad("deleted Temporal version %s while %q manages the deployment", b, ts.ManagerIdentity)
+		}
+	}
+
+	if g := r.StartGate; g != nil {
+		v, ok := tv(g.BuildID)
+		if g.BuildID != in.Spec.TargetBuildID || g.WorkflowType == "" || in.Spec.GateWorkflowType == "" || !ok || !v.HasPollers || !v.TaskQueuesReady {
+			bad("gate started on %+v", g)
+		}
+	}
+
+	targetCurrent := ts != nil && in.Spec.TargetBuildID != "" && ts.CurrentBuildID == in.Spec.TargetBuildID
+	if (r.Ready.Status == metav1.ConditionTrue) != targetCurrent {
+		bad("Ready = %s but target current = %v", r.Ready.Status, targetCurrent)
+	}
+	if r.Ready.Reason == "" || r.Progressing.Reason == "" || r.Ready.Message == "" {
+		bad("empty condition: %+v %+v", r.Ready, r.Progressing)
+	}
+	return errs
+}

@@ -1,0 +1,49 @@
+package planner
+
+import (
+	"fmt"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+)
+
+// gate runs the gate workflow on the target before it gets any traffic. It
+// returns hold=true while the rollout must wait or has stopped. A target
+// that already ramps passed its gate, unless a failure of it is observed:
+// then its ramp is removed, which sends all new workflows back to the
+// current version (Manual never writes routing, so it only reports).
+func gate(v *view, p *plan) (prog progress, hold bool) {
+	typ := v.in.Spec.GateWorkflowType
+	if typ == "" {
+		return progress{}, false
+	}
+	run := v.in.Gate
+	if run != nil && run.BuildID != v.target {
+		run = nil // a run for an older target says nothing about this one
+	}
+	ramping := v.status(v.target) == v1alpha1.VersionRamping
+
+	if run != nil && run.Phase == GateFailed {
+		msg := fmt.Sprintf("gate workflow %s failed on version %s: %s; fix the worker and change spec.template to roll out a new version",
+			typ, v.target, run.Message)
+		p.event(EventWarning, ReasonGateFailed, msg)
+		if ramping && v.in.Spec.Strategy != v1alpha1.StrategyManual {
+			p.route(Routing{Op: RemoveRamp}, EventRemoveRamp, fmt.Sprintf("removing the ramp of version %s: its gate workflow failed", v.target))
+		}
+		return blockedBecause(ReasonGateFailed, msg), true
+	}
+	if ramping {
+		return progress{}, false
+	}
+	switch {
+	case run == nil:
+		p.res.StartGate = &StartGate{BuildID: v.target, WorkflowType: typ}
+		p.event(EventNormal, EventStartGate, fmt.Sprintf("starting gate workflow %s pinned to version %s", typ, v.target))
+		p.after(requeueTemporal)
+		return movingBecause(ReasonWaitingForPromotion, fmt.Sprintf("starting gate workflow %s on version %s", typ, v.target)), true
+	case run.Phase == GateSucceeded:
+		return progress{}, false
+	default:
+		p.after(requeueTemporal)
+		return movingBecause(ReasonWaitingForPromotion, fmt.Sprintf("gate workflow %s running on version %s", typ, v.target)), true
+	}
+}

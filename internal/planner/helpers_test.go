@@ -1,0 +1,215 @@
+package planner
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+)
+
+const me = "rainbow-controller"
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func ptr[T any](v T) *T { return &v }
+
+// at is t0+d as a pointer, for the optional timestamps.
+func at(d time.Duration) *time.Time { return ptr(t0.Add(d)) }
+
+// registeredAt gives each build a fixed registration time, oldest first.
+var registeredAt = map[string]time.Duration{
+	"v0": -72 * time.Hour, "v1": -48 * time.Hour, "v2": -time.Hour, "v3": -10 * time.Minute,
+}
+
+// running is an available Deployment with 3 replicas.
+func running(build string) Deployment {
+	return Deployment{BuildID: build, Name: "worker-" + build, Replicas: 3, Available: true}
+}
+
+// scaledDown is a Deployment the controller scaled to zero at t0+d.
+func scaledDown(build string, d time.Duration) Deployment {
+	return Deployment{BuildID: build, Name: "worker-" + build, Replicas: 0, Available: true, ScaledDownAt: at(d)}
+}
+
+// version is a registered version whose workers poll every task queue.
+func version(build string, s v1alpha1.VersionStatus) TemporalVersion {
+	tv := TemporalVersion{BuildID: build, Status: s, RegisteredAt: t0.Add(registeredAt[build]), TaskQueuesReady: true, HasPollers: true}
+	switch s {
+	case v1alpha1.VersionCurrent:
+		tv.CurrentSince, tv.LastCurrentAt = at(-24*time.Hour), at(-24*time.Hour)
+	case v1alpha1.VersionRamping:
+		tv.RampingSince = at(-10 * time.Minute)
+	case v1alpha1.VersionDraining:
+		tv.LastCurrentAt = at(-24 * time.Hour)
+	case v1alpha1.VersionDrained:
+		tv.LastCurrentAt, tv.DrainedSince = at(-24*time.Hour), at(-10*time.Minute)
+	}
+	return tv
+}
+
+// base: v1 is current, v2 is the target, registered and polled (AllAtOnce).
+func base() Input {
+	return Input{
+		Now:            t0,
+		Identity:       me,
+		DeploymentName: "default/worker",
+		Spec: Spec{
+			TargetBuildID:  "v2",
+			Replicas:       ptr[int32](3),
+			Strategy:       v1alpha1.StrategyAllAtOnce,
+			ScaledownDelay: time.Hour,
+			DeleteDelay:    24 * time.Hour,
+		},
+		Deployments: []Deployment{running("v1"), running("v2")},
+		Temporal: &TemporalState{
+			Exists:               true,
+			ManagerIdentity:      me,
+			LastModifierIdentity: me,
+			CurrentBuildID:       "v1",
+			Versions:             []TemporalVersion{version("v1", v1alpha1.VersionCurrent), version("v2", v1alpha1.VersionInactive)},
+		},
+	}
+}
+
+func progressiveSteps(in *Input) {
+	in.Spec.Strategy = v1alpha1.StrategyProgressive
+	in.Spec.Steps = []Step{{RampPercentage: 10, Pause: 5 * time.Minute}, {RampPercentage: 50, Pause: 10 * time.Minute}}
+}
+
+// rampingTarget makes v2 ramp pct%, changed at t0+changed.
+func rampingTarget(in *Input, pct int32, changed time.Duration) {
+	in.Temporal.RampingBuildID = "v2"
+	in.Temporal.RampPercentage = pct
+	in.Temporal.RampChangedAt = t0.Add(changed)
+	setVersion(in, version("v2", v1alpha1.VersionRamping))
+}
+
+func with(in Input, mods ...func(*Input)) Input {
+	for _, m := range mods {
+		m(&in)
+	}
+	return in
+}
+
+func setVersion(in *Input, tv TemporalVersion) {
+	for i := range in.Temporal.Versions {
+		if in.Temporal.Versions[i].BuildID == tv.BuildID {
+			in.Temporal.Versions[i] = tv
+			return
+		}
+	}
+	in.Temporal.Versions = append(in.Temporal.Versions, tv)
+}
+
+func dropVersion(in *Input, build string) {
+	var out []TemporalVersion
+	for _, tv := range in.Temporal.Versions {
+		if tv.BuildID != build {
+			out = append(out, tv)
+		}
+	}
+	in.Temporal.Versions = out
+}
+
+func setDep(in *Input, d Deployment) {
+	for i := range in.Deployments {
+		if in.Deployments[i].BuildID == d.BuildID {
+			in.Deployments[i] = d
+			return
+		}
+	}
+	in.Deployments = append(in.Deployments, d)
+}
+
+func dropDep(in *Input, build string) {
+	var out []Deployment
+	for _, d := range in.Deployments {
+		if d.BuildID != build {
+			out = append(out, d)
+		}
+	}
+	in.Deployments = out
+}
+
+// expect lists every action a case expects; nil or empty means none.
+type expect struct {
+	Create         *CreateDeployment
+	Scale          []Scale
+	Delete         []string // Deployment names
+	Routing        *Routing
+	BecomeManager  bool
+	StartGate      *StartGate
+	DeleteVersions []string
+	Ready          metav1.ConditionStatus
+	Reason         string // of Ready (and of Progressing unless the rollout is complete)
+	Progressing    metav1.ConditionStatus
+	Requeue        time.Duration
+	Events         []string // reasons, in order
+	Message        string   // substring of the Ready message
+}
+
+func check(t *testing.T, in Input, want expect) Result {
+	t.Helper()
+	got := Plan(in)
+	if !reflect.DeepEqual(got.CreateDeployment, want.Create) {
+		t.Errorf("CreateDeployment = %+v, want %+v", got.CreateDeployment, want.Create)
+	}
+	if !reflect.DeepEqual(got.Scale, want.Scale) {
+		t.Errorf("Scale = %+v, want %+v", got.Scale, want.Scale)
+	}
+	var deleted []string
+	for _, d := range got.DeleteDeployments {
+		deleted = append(deleted, d.Name)
+	}
+	if !reflect.DeepEqual(deleted, want.Delete) {
+		t.Errorf("DeleteDeployments = %v, want %v", deleted, want.Delete)
+	}
+	if !reflect.DeepEqual(got.Routing, want.Routing) {
+		t.Errorf("Routing = %+v, want %+v", got.Routing, want.Routing)
+	}
+	if got.BecomeManager != want.BecomeManager {
+		t.Errorf("BecomeManager = %v, want %v", got.BecomeManager, want.BecomeManager)
+	}
+	if !reflect.DeepEqual(got.StartGate, want.StartGate) {
+		t.Errorf("StartGate = %+v, want %+v", got.StartGate, want.StartGate)
+	}
+	if !reflect.DeepEqual(got.DeleteTemporalVersions, want.DeleteVersions) {
+		t.Errorf("DeleteTemporalVersions = %v, want %v", got.DeleteTemporalVersions, want.DeleteVersions)
+	}
+	if got.Ready.Status != want.Ready || got.Ready.Reason != want.Reason {
+		t.Errorf("Ready = %s/%s (%s), want %s/%s", got.Ready.Status, got.Ready.Reason, got.Ready.Message, want.Ready, want.Reason)
+	}
+	wantProgReason := want.Reason
+	if want.Ready == metav1.ConditionTrue {
+		wantProgReason = ReasonRolloutComplete
+	}
+	if got.Progressing.Status != want.Progressing || got.Progressing.Reason != wantProgReason {
+		t.Errorf("Progressing = %s/%s, want %s/%s", got.Progressing.Status, got.Progressing.Reason, want.Progressing, wantProgReason)
+	}
+	if got.RequeueAfter != want.Requeue {
+		t.Errorf("RequeueAfter = %s, want %s", got.RequeueAfter, want.Requeue)
+	}
+	var reasons []string
+	for _, e := range got.Events {
+		reasons = append(reasons, e.Reason)
+	}
+	if !reflect.DeepEqual(reasons, want.Events) {
+		t.Errorf("Events = %v, want %v (%+v)", reasons, want.Events, got.Events)
+	}
+	if want.Message != "" && !strings.Contains(got.Ready.Message, want.Message) {
+		t.Errorf("Ready message %q does not contain %q", got.Ready.Message, want.Message)
+	}
+	if t.Failed() {
+		t.Logf("Ready message: %s", got.Ready.Message)
+	}
+	return got
+}
+
+const (
+	condTrue  = metav1.ConditionTrue
+	condFalse = metav1.ConditionFalse
+)

@@ -1,0 +1,166 @@
+package planner
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+)
+
+// Plan decides what to do next. It is pure: the same Input gives the same
+// Result, and it reads no clock and calls nothing.
+func Plan(in Input) Result {
+	v := newView(in)
+	p := &plan{}
+
+	prog := planTarget(v, p)
+	planSunset(v, p)
+
+	if p.res.Routing != nil && v.temporal().ManagerIdentity == "" {
+		p.res.BecomeManager = true
+		p.eventFirst(EventNormal, EventBecomeManager,
+			fmt.Sprintf("setting the manager identity of worker deployment %s to %q", v.deploymentName(), in.Identity))
+	}
+	p.res.Ready, p.res.Progressing = conditions(prog)
+	p.res.Versions = versions(v)
+	p.res.RequeueAfter = p.requeueAfter()
+	return p.res
+}
+
+// view indexes the input; it never changes after newView.
+type view struct {
+	in     Input
+	target string
+	deps   map[string]Deployment
+	tvs    map[string]TemporalVersion
+	builds []string // every build ID seen, sorted
+}
+
+func newView(in Input) *view {
+	v := &view{
+		in:     in,
+		target: in.Spec.TargetBuildID,
+		deps:   map[string]Deployment{},
+		tvs:    map[string]TemporalVersion{},
+	}
+	seen := map[string]bool{}
+	add := func(b string) {
+		if b != "" && !seen[b] {
+			seen[b] = true
+			v.builds = append(v.builds, b)
+		}
+	}
+	for _, d := range in.Deployments {
+		if _, dup := v.deps[d.BuildID]; !dup {
+			v.deps[d.BuildID] = d
+		}
+		add(d.BuildID)
+	}
+	if in.Temporal != nil {
+		for _, tv := range in.Temporal.Versions {
+			if _, dup := v.tvs[tv.BuildID]; !dup {
+				v.tvs[tv.BuildID] = tv
+			}
+			add(tv.BuildID)
+		}
+		add(in.Temporal.CurrentBuildID)
+		add(in.Temporal.RampingBuildID)
+	}
+	add(v.target)
+	sort.Strings(v.builds)
+	return v
+}
+
+// temporal returns the Temporal state, or a zero one when unknown; callers
+// that act on it must check known() first.
+func (v *view) temporal() TemporalState {
+	if v.in.Temporal == nil {
+		return TemporalState{}
+	}
+	return *v.in.Temporal
+}
+
+func (v *view) known() bool { return v.in.Temporal != nil }
+
+func (v *view) now() time.Time { return v.in.Now }
+
+func (v *view) deploymentName() string {
+	if v.in.DeploymentName == "" {
+		return "(unnamed)"
+	}
+	return v.in.DeploymentName
+}
+
+// status is where a build stands in Temporal, "" when Temporal is unknown.
+// The routing config is the truth for current and ramping; a version's own
+// status (which may lag) only adds protection: a version is kept if either
+// says it gets traffic.
+func (v *view) status(build string) v1alpha1.VersionStatus {
+	if !v.known() || build == "" {
+		return ""
+	}
+	t := v.in.Temporal
+	switch {
+	case build == t.CurrentBuildID:
+		return v1alpha1.VersionCurrent
+	case build == t.RampingBuildID:
+		return v1alpha1.VersionRamping
+	}
+	if tv, ok := v.tvs[build]; ok {
+		return tv.Status
+	}
+	return v1alpha1.VersionNotRegistered
+}
+
+// getsWork: Temporal routes new or open workflows to the version, or we do
+// not know. Such versions must keep their workers.
+func (v *view) getsWork(build string) bool {
+	switch v.status(build) {
+	case v1alpha1.VersionDrained, v1alpha1.VersionInactive, v1alpha1.VersionNotRegistered:
+		return false
+	}
+	return true
+}
+
+// otherManager is the identity that holds the worker deployment, if not us.
+func (v *view) otherManager() string {
+	m := v.temporal().ManagerIdentity
+	if m == "" || m == v.in.Identity {
+		return ""
+	}
+	return m
+}
+
+// canWriteRouting: Temporal is known and nobody else manages it.
+func (v *view) canWriteRouting() bool {
+	return v.known() && v.otherManager() == ""
+}
+
+// plan accumulates the Result and requeue candidates.
+type plan struct {
+	res     Result
+	requeue []time.Duration
+}
+
+func (p *plan) event(typ, reason, msg string) {
+	p.res.Events = append(p.res.Events, Event{Type: typ, Reason: reason, Message: msg})
+}
+
+func (p *plan) eventFirst(typ, reason, msg string) {
+	p.res.Events = append([]Event{{Type: typ, Reason: reason, Message: msg}}, p.res.Events...)
+}
+
+// after asks to reconcile again within d.
+func (p *plan) after(d time.Duration) { p.requeue = append(p.requeue, d) }
+
+func (p *plan) route(r Routing, reason, msg string) {
+	p.res.Routing = &r
+	p.event(EventNormal, reason, msg)
+	p.after(requeueTemporal)
+}
+
+func (p *plan) scale(d Deployment, replicas int32, why ScaleReason, reason, msg string) {
+	p.res.Scale = append(p.res.Scale, Scale{Name: d.Name, BuildID: d.BuildID, Replicas: replicas, Reason: why})
+	p.event(EventNormal, reason, msg)
+}

@@ -1,0 +1,190 @@
+package planner
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+)
+
+// promote moves traffic to the target, whose workers poll and whose routing
+// we may write. Order: a version that recently had traffic is rolled back to
+// at once (unless someone else took its traffic away), then the gate, then
+// the strategy. Manual skips the first step: people route by design there.
+func promote(v *view, p *plan) progress {
+	if msg := invalidRollout(v.in.Spec); msg != "" {
+		return blockedBecause(ReasonPlanGenerationFailed, msg)
+	}
+	manual := v.in.Spec.Strategy == v1alpha1.StrategyManual
+	if !manual && recentlyActive(v, v.target) {
+		if who := externalModifier(v); who != "" {
+			msg := fmt.Sprintf("version %s lost its traffic and the last routing change of worker deployment %s was made by %q; "+
+				"the controller does not undo changes made by others. Make version %s current yourself, or change spec.template to roll out a new version",
+				v.target, v.deploymentName(), who, v.target)
+			p.event(EventWarning, ReasonRoutingChangedExternally, msg)
+			return blockedBecause(ReasonRoutingChangedExternally, msg)
+		}
+		if wasCurrent(v, v.target) {
+			return makeCurrent(v, p, EventRolledBack, fmt.Sprintf(
+				"rolling back to version %s, which was current recently; skipping the gate and ramp steps", v.target))
+		}
+	}
+	if prog, hold := gate(v, p); hold {
+		return prog
+	}
+	switch v.in.Spec.Strategy {
+	case v1alpha1.StrategyAllAtOnce:
+		return makeCurrent(v, p, EventPromote, fmt.Sprintf("making version %s current (AllAtOnce)", v.target))
+	case v1alpha1.StrategyProgressive:
+		return progressive(v, p)
+	default: // Manual
+		return movingBecause(ReasonWaitingForPromotion, fmt.Sprintf(
+			"spec.rollout.strategy is Manual: make version %s current with: temporal worker deployment set-current-version --deployment-name %s --build-id %s",
+			v.target, v.deploymentName(), v.target))
+	}
+}
+
+// invalidRollout catches specs the CRD validation should have refused.
+func invalidRollout(s Spec) string {
+	switch s.Strategy {
+	case v1alpha1.StrategyManual, v1alpha1.StrategyAllAtOnce:
+		return ""
+	case v1alpha1.StrategyProgressive:
+	default:
+		return fmt.Sprintf("spec.rollout.strategy %q is not Manual, AllAtOnce or Progressive", s.Strategy)
+	}
+	if len(s.Steps) == 0 {
+		return "spec.rollout.steps is empty; Progressive needs at least one step"
+	}
+	prev := int32(0)
+	for i, st := range s.Steps {
+		if st.RampPercentage <= prev || st.RampPercentage >= 100 || st.Pause < 0 {
+			return fmt.Sprintf("spec.rollout.steps[%d] is invalid: ramp percentages must strictly increase between 1 and 99, pauses must not be negative", i)
+		}
+		prev = st.RampPercentage
+	}
+	return ""
+}
+
+// recentlyActive: the version had traffic and may still be warm: it is
+// draining, or drained within spec.sunset.scaledownDelay and still running.
+func recentlyActive(v *view, build string) bool {
+	switch v.status(build) {
+	case v1alpha1.VersionDraining:
+		return true
+	case v1alpha1.VersionDrained:
+		tv := v.tvs[build]
+		d, ok := v.deps[build]
+		return ok && d.Replicas > 0 && tv.DrainedSince != nil &&
+			v.now().Before(tv.DrainedSince.Add(v.in.Spec.ScaledownDelay))
+	}
+	return false
+}
+
+// wasCurrent: Temporal says the version was current at some time, not only
+// ramping; only such a version is trusted for a rollback without steps.
+func wasCurrent(v *view, build string) bool {
+	return v.tvs[build].LastCurrentAt != nil
+}
+
+// externalModifier is the identity of the last routing change if it is not
+// ours. Rule: when the target lost its traffic recently and the last change
+// was someone else's, that person decided; we do not fight them.
+func externalModifier(v *view) string {
+	m := v.temporal().LastModifierIdentity
+	if m == "" || m == v.in.Identity {
+		return ""
+	}
+	return m
+}
+
+// makeCurrent makes the target current. A ramp on another version is removed
+// first, so traffic only passes through known states (Temporal keeps a ramp
+// on another version when the current one changes).
+func makeCurrent(v *view, p *plan, reason, msg string) progress {
+	if r := v.temporal().RampingBuildID; r != "" && r != v.target {
+		m := fmt.Sprintf("removing the ramp of version %s before making version %s current", r, v.target)
+		p.route(Routing{Op: RemoveRamp}, EventRemoveRamp, m)
+		return movingBecause(ReasonWaitingForPromotion, m)
+	}
+	p.route(Routing{Op: SetCurrent, BuildID: v.target}, reason, msg)
+	return movingBecause(ReasonWaitingForPromotion, fmt.Sprintf("making version %s current", v.target))
+}
+
+// progressive walks the steps. The first version of a deployment (nothing
+// current, no unversioned workers) has nobody to share traffic with, so it
+// becomes current directly. Each pause is measured from Temporal's ramp
+// change time, so a restarted controller keeps the schedule.
+func progressive(v *view, p *plan) progress {
+	t := v.temporal()
+	steps := v.in.Spec.Steps
+	if t.RampingBuildID != v.target {
+		if t.CurrentBuildID == "" && !t.UnversionedPollers {
+			return makeCurrent(v, p, EventPromote, fmt.Sprintf("making version %s current: it is the first version and no unversioned workers poll", v.target))
+		}
+		return ramp(v, p, steps[0].RampPercentage)
+	}
+	i := stepIndex(steps, t.RampPercentage)
+	if i < 0 {
+		// The steps changed mid-ramp: go on from the first step above.
+		if next := firstStepAbove(steps, t.RampPercentage); next >= 0 {
+			return ramp(v, p, steps[next].RampPercentage)
+		}
+		return makeCurrent(v, p, EventPromote, fmt.Sprintf("making version %s current: its ramp of %d%% is above every step", v.target, t.RampPercentage))
+	}
+	start, ok := rampStart(v)
+	if !ok {
+		return movingBecause(ReasonRamping, fmt.Sprintf(
+			"ramping %d%% to %s; Temporal did not report when the ramp changed, so the pause cannot be timed", t.RampPercentage, v.target))
+	}
+	deadline := start.Add(steps[i].Pause)
+	if v.now().Before(deadline) {
+		p.afterDeadline(v.now(), deadline)
+		next := "becomes current"
+		if i+1 < len(steps) {
+			next = fmt.Sprintf("next step (%d%%)", steps[i+1].RampPercentage)
+		}
+		return movingBecause(ReasonRamping, fmt.Sprintf("ramping %d%% to %s, %s at %s",
+			t.RampPercentage, v.target, next, deadline.UTC().Format(time.RFC3339)))
+	}
+	if i+1 < len(steps) {
+		return ramp(v, p, steps[i+1].RampPercentage)
+	}
+	return makeCurrent(v, p, EventPromote, fmt.Sprintf("making version %s current after the last ramp step", v.target))
+}
+
+func ramp(v *view, p *plan, pct int32) progress {
+	p.route(Routing{Op: SetRamp, BuildID: v.target, RampPercentage: pct}, EventRamp,
+		fmt.Sprintf("ramping %d%% of new workflows to version %s", pct, v.target))
+	return movingBecause(ReasonRamping, fmt.Sprintf("setting the ramp of version %s to %d%%", v.target, pct))
+}
+
+// rampStart is when the current ramp step began: the routing config's ramp
+// change time, else when the version started ramping.
+func rampStart(v *view) (time.Time, bool) {
+	if t := v.temporal().RampChangedAt; !t.IsZero() {
+		return t, true
+	}
+	if s := v.tvs[v.target].RampingSince; s != nil {
+		return *s, true
+	}
+	return time.Time{}, false
+}
+
+func stepIndex(steps []Step, pct int32) int {
+	for i, s := range steps {
+		if s.RampPercentage == pct {
+			return i
+		}
+	}
+	return -1
+}
+
+func firstStepAbove(steps []Step, pct int32) int {
+	for i, s := range steps {
+		if s.RampPercentage > pct {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,35 @@
+package planner
+
+import "time"
+
+const (
+	// requeueTemporal: waiting on something only Temporal shows (pollers,
+	// a routing write, a gate run). Nothing notifies us, so poll fast.
+	requeueTemporal = time.Second
+	// requeueWatch: waiting on a Deployment; its watch wakes us sooner.
+	requeueWatch = 30 * time.Second
+	// requeueTemporalDown: Temporal could not be read; retry without hammering it.
+	requeueTemporalDown = 10 * time.Second
+	// requeueIdle: nothing moves; poll Temporal about once a minute for
+	// external changes and drainage (Temporal refreshes drainage every few
+	// minutes, so polling draining versions faster gains nothing).
+	requeueIdle = time.Minute
+)
+
+// afterDeadline asks to reconcile exactly at t, if it is in the future.
+func (p *plan) afterDeadline(now, t time.Time) {
+	if t.After(now) {
+		p.after(t.Sub(now))
+	}
+}
+
+// requeueAfter is the soonest requested requeue, at most requeueIdle.
+func (p *plan) requeueAfter() time.Duration {
+	d := requeueIdle
+	for _, c := range p.requeue {
+		if c > 0 && c < d {
+			d = c
+		}
+	}
+	return d
+}

@@ -1,0 +1,202 @@
+package planner
+
+import (
+	"fmt"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+)
+
+// planTarget brings the target version to current: it creates and scales its
+// Deployment, waits for its workers, checks who may write routing, and
+// hands over to promote. It returns the first thing the rollout waits on.
+func planTarget(v *view, p *plan) progress {
+	if v.target == "" {
+		return blockedBecause(ReasonPlanGenerationFailed, "the target build ID is empty; the controller could not compute it from spec.template")
+	}
+	dep, exists := v.deps[v.target]
+	if exists {
+		syncTargetReplicas(v, p, dep)
+	} else {
+		if msg, full := tooManyVersions(v); full {
+			p.event(EventWarning, ReasonTooManyVersions, msg)
+			return blockedBecause(ReasonTooManyVersions, msg)
+		}
+		createTarget(v, p)
+	}
+
+	if !v.known() {
+		return temporalUnknown(v, p)
+	}
+	if v.temporal().CurrentBuildID == v.target {
+		return targetIsCurrent(v, p)
+	}
+	if !exists {
+		return movingBecause(ReasonWaitingForPollers, fmt.Sprintf("creating the Deployment of version %s", v.target))
+	}
+	if prog, waiting := waitForWorkers(v, p, dep); waiting {
+		return prog
+	}
+	if m := v.otherManager(); m != "" {
+		msg := managedByOtherMessage(v, m)
+		p.event(EventWarning, ReasonManagedByOtherIdentity, msg)
+		return blockedBecause(ReasonManagedByOtherIdentity, msg)
+	}
+	return promote(v, p)
+}
+
+// createTarget creates the target's Deployment with spec.replicas, or one
+// replica for the autoscaler to take over from.
+func createTarget(v *view, p *plan) {
+	replicas := int32(1)
+	if r := v.in.Spec.Replicas; r != nil {
+		replicas = *r
+	}
+	p.res.CreateDeployment = &CreateDeployment{BuildID: v.target, Replicas: replicas}
+	p.event(EventNormal, EventCreateDeployment, fmt.Sprintf("creating the Deployment of version %s with %d replicas", v.target, replicas))
+	p.after(requeueWatch)
+}
+
+// targetReplicas is the target's spec.replicas once this plan is applied.
+// With an autoscaler (nil) only our own scale-to-zero is undone (the spec
+// went back to a version that was sunset); the autoscaler takes over from
+// one replica.
+func targetReplicas(v *view, dep Deployment) int32 {
+	if want := v.in.Spec.Replicas; want != nil {
+		return *want
+	}
+	if dep.Replicas == 0 && dep.ScaledDownAt != nil {
+		return 1
+	}
+	return dep.Replicas
+}
+
+// syncTargetReplicas applies targetReplicas. This is allowed while Temporal
+// is unknown: it never removes workers the user did not ask to remove.
+func syncTargetReplicas(v *view, p *plan, dep Deployment) {
+	want := targetReplicas(v, dep)
+	if want == dep.Replicas {
+		return
+	}
+	why, msg := ScaleToSpec, fmt.Sprintf("scaling Deployment %s of version %s from %d to %d replicas (spec.replicas)", dep.Name, dep.BuildID, dep.Replicas, want)
+	if v.in.Spec.Replicas == nil {
+		why, msg = ScaleRestore, fmt.Sprintf("scaling Deployment %s of version %s back up to 1 replica: it is the target again", dep.Name, dep.BuildID)
+	}
+	p.scale(dep, want, why, EventScale, msg)
+	p.after(requeueWatch)
+}
+
+// tooManyVersions: creating the target would register one version more than
+// Temporal allows and none can be deleted to make room.
+func tooManyVersions(v *view) (string, bool) {
+	max := v.in.Spec.MaxVersions
+	if max <= 0 || !v.known() {
+		return "", false
+	}
+	if v.status(v.target) != v1alpha1.VersionNotRegistered {
+		return "", false // Temporal knows it already: no new version
+	}
+	var routed, draining, polled, kept int
+	for _, b := range v.builds {
+		if _, ok := v.tvs[b]; !ok || b == v.target || v.deletableInTemporal(b) {
+			continue
+		}
+		kept++
+		switch v.status(b) {
+		case v1alpha1.VersionCurrent, v1alpha1.VersionRamping:
+			routed++
+		case v1alpha1.VersionDraining:
+			draining++
+		default:
+			polled++
+		}
+	}
+	if kept+1 <= max {
+		return "", false
+	}
+	return fmt.Sprintf("Temporal allows %d versions in worker deployment %s and %d cannot be deleted yet "+
+		"(%d current or ramping, %d waiting to drain, %d drained or inactive but still polled by workers); "+
+		"the Deployment of version %s is created once one of them is deleted. "+
+		"Drained versions are removed after spec.sunset.scaledownDelay plus spec.sunset.deleteDelay",
+		max, v.deploymentName(), kept, routed, draining, polled, v.target), true
+}
+
+// deletableInTemporal mirrors Temporal's own rule for deleting a version:
+// not current or ramping, not draining, and no pollers.
+func (v *view) deletableInTemporal(build string) bool {
+	tv, ok := v.tvs[build]
+	if !ok || tv.HasPollers {
+		return false
+	}
+	s := v.status(build)
+	return s == v1alpha1.VersionDrained || s == v1alpha1.VersionInactive
+}
+
+// temporalUnknown: without Temporal's state nothing may be routed, scaled
+// down or deleted.
+func temporalUnknown(v *view, p *plan) progress {
+	p.after(requeueTemporalDown)
+	if e := v.in.TemporalError; e != nil && e.Reason != "" {
+		return blockedBecause(e.Reason, e.Message)
+	}
+	return blockedBecause(ReasonTemporalStateFetchFailed, fmt.Sprintf(
+		"could not read worker deployment %s from Temporal; check spec.workerOptions and the TemporalConnection it names", v.deploymentName()))
+}
+
+// waitForWorkers holds the rollout until the target's workers run and poll
+// every task queue: Temporal must never route to a version nobody polls.
+func waitForWorkers(v *view, p *plan, dep Deployment) (progress, bool) {
+	if want := targetReplicas(v, dep); want == 0 {
+		fix := "set spec.replicas above 0"
+		if v.in.Spec.Replicas == nil {
+			fix = "scale Deployment " + dep.Name + " up (or let its autoscaler do it)"
+		}
+		return movingBecause(ReasonWaitingForPollers, fmt.Sprintf(
+			"version %s has 0 replicas, so it cannot get traffic; %s", v.target, fix)), true
+	}
+	if dep.Replicas == 0 {
+		p.after(requeueWatch)
+		return movingBecause(ReasonWaitingForPollers, fmt.Sprintf("waiting for Deployment %s of version %s to scale up", dep.Name, v.target)), true
+	}
+	if !dep.Available {
+		p.after(requeueWatch)
+		return movingBecause(ReasonWaitingForPollers, fmt.Sprintf(
+			"waiting for Deployment %s of version %s to become available; check its pods if this takes long", dep.Name, v.target)), true
+	}
+	tv, ok := v.tvs[v.target]
+	var msg string
+	switch {
+	case !ok:
+		msg = fmt.Sprintf("waiting for the workers of version %s to poll worker deployment %s in Temporal", v.target, v.deploymentName())
+	case !tv.TaskQueuesReady:
+		msg = fmt.Sprintf("waiting for the workers of version %s to register all their task queues with Temporal", v.target)
+	case !tv.HasPollers:
+		msg = fmt.Sprintf("version %s is registered but no worker polls it", v.target)
+	default:
+		return progress{}, false
+	}
+	p.after(requeueTemporal)
+	return movingBecause(ReasonWaitingForPollers, msg), true
+}
+
+func managedByOtherMessage(v *view, manager string) string {
+	return fmt.Sprintf("worker deployment %s is managed by identity %q, so this controller (%q) does not change its routing; "+
+		"to hand control back run: temporal worker deployment manager-identity unset --deployment-name %s --identity %q",
+		v.deploymentName(), manager, v.in.Identity, v.deploymentName(), manager)
+}
+
+// targetIsCurrent: the rollout is complete. A ramp we left on another
+// version (the spec went back to the current version mid-ramp) is removed;
+// a ramp someone else set is theirs.
+func targetIsCurrent(v *view, p *plan) progress {
+	t := v.temporal()
+	msg := fmt.Sprintf("version %s is current", v.target)
+	other := t.RampingBuildID
+	if other == "" || other == v.target {
+		return rolloutComplete(msg)
+	}
+	if t.LastModifierIdentity == v.in.Identity && v.canWriteRouting() && v.in.Spec.Strategy != v1alpha1.StrategyManual {
+		p.route(Routing{Op: RemoveRamp}, EventRemoveRamp, fmt.Sprintf("removing the ramp of version %s: version %s is the target and current", other, v.target))
+		return rolloutComplete(msg + fmt.Sprintf("; removing the ramp of version %s", other))
+	}
+	return rolloutComplete(msg + fmt.Sprintf("; version %s ramps %d%% (set by %q)", other, t.RampPercentage, t.LastModifierIdentity))
+}

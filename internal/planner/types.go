@@ -1,0 +1,274 @@
+package planner
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+)
+
+// Input is everything Plan decides from: the spec, what Kubernetes and
+// Temporal report, and the time.
+type Input struct {
+	Now time.Time
+	// Identity is the controller's Temporal identity.
+	Identity string
+	// DeploymentName is the Temporal worker deployment name. Only messages use it.
+	DeploymentName string
+	Spec           Spec
+	// Deployments are the versioned Deployments the TWD owns, in any order.
+	// Build IDs are unique; a repeated build ID after the first is ignored.
+	Deployments []Deployment
+	// Temporal is nil when the worker deployment could not be read. Plan then
+	// assumes every version may have open workflows.
+	Temporal *TemporalState
+	// TemporalError, when Temporal is nil, gives a more specific reason and
+	// message than TemporalStateFetchFailed (e.g. TemporalConnectionNotFound).
+	TemporalError *Problem
+	// Gate is the latest gate run observed, for any build ID; nil if none.
+	Gate *GateRun
+}
+
+// Spec is the part of the TWD spec that rollout rules read.
+type Spec struct {
+	TargetBuildID string
+	// Replicas of the target. Nil: an autoscaler owns replicas.
+	Replicas *int32
+	Strategy v1alpha1.RolloutStrategy
+	// Steps of a Progressive rollout, strictly increasing percentages.
+	Steps []Step
+	// GateWorkflowType is empty when there is no gate.
+	GateWorkflowType string
+	ScaledownDelay   time.Duration
+	DeleteDelay      time.Duration
+	// MaxVersions is Temporal's per-deployment version limit; 0 = no limit.
+	MaxVersions int
+}
+
+// Step is one ramp of a Progressive rollout.
+type Step struct {
+	RampPercentage int32
+	Pause          time.Duration
+}
+
+// Deployment is one versioned Kubernetes Deployment.
+type Deployment struct {
+	BuildID string
+	Name    string
+	// Replicas is spec.replicas.
+	Replicas int32
+	// Available: rolled out (observedGeneration current, updated == replicas)
+	// and the Available condition is true.
+	Available bool
+	// ScaledDownAt is when the controller last scaled it to zero (an
+	// annotation). It only counts while Replicas is 0.
+	ScaledDownAt *time.Time
+}
+
+// TemporalState is the worker deployment as Temporal describes it.
+type TemporalState struct {
+	// Exists is false when no worker has polled yet (or it was deleted).
+	Exists               bool
+	ManagerIdentity      string
+	LastModifierIdentity string
+	// CurrentBuildID is empty when unversioned workers are current.
+	CurrentBuildID string
+	// RampingBuildID is empty when nothing ramps.
+	RampingBuildID string
+	RampPercentage int32
+	// RampChangedAt is the server's time of the last ramp change; step pauses
+	// are measured from it.
+	RampChangedAt time.Time
+	// UnversionedPollers: unversioned workers still poll the task queues.
+	UnversionedPollers bool
+	// Versions are the registered versions, one per build ID.
+	Versions []TemporalVersion
+}
+
+// TemporalVersion is one registered version.
+type TemporalVersion struct {
+	BuildID string
+	Status  v1alpha1.VersionStatus
+	// RegisteredAt is the version's create time in Temporal. Zero if unknown.
+	RegisteredAt time.Time
+	// DrainedSince is when drainage status last changed to drained.
+	DrainedSince *time.Time
+	CurrentSince *time.Time
+	RampingSince *time.Time
+	// LastCurrentAt is when it last became current; nil if it never was.
+	LastCurrentAt *time.Time
+	// TaskQueuesReady: every task queue type of the version is registered.
+	TaskQueuesReady bool
+	HasPollers      bool
+}
+
+// GatePhase is the state of a gate workflow run.
+type GatePhase string
+
+const (
+	GateRunning   GatePhase = "Running"
+	GateSucceeded GatePhase = "Succeeded"
+	GateFailed    GatePhase = "Failed"
+)
+
+// GateRun is a gate workflow run pinned to BuildID.
+type GateRun struct {
+	BuildID string
+	Phase   GatePhase
+	Message string
+}
+
+// Problem is a reason and message for a condition.
+type Problem struct {
+	Reason  string
+	Message string
+}
+
+// Result is what the controller should do, and the status to report.
+// Actions are independent; the executor may run them in any order, except
+// that BecomeManager must succeed before Routing is written.
+type Result struct {
+	CreateDeployment  *CreateDeployment
+	Scale             []Scale
+	DeleteDeployments []DeleteDeployment
+	// BecomeManager: set the worker deployment's manager identity to
+	// Input.Identity before writing Routing.
+	BecomeManager bool
+	// Routing is at most one routing write per reconcile.
+	Routing *Routing
+	// DeleteTemporalVersions are build IDs to delete from Temporal.
+	DeleteTemporalVersions []string
+	StartGate              *StartGate
+	// Versions, sorted by build ID, for status.
+	Versions    []Version
+	Ready       Condition
+	Progressing Condition
+	Events      []Event
+	// RequeueAfter is always positive.
+	RequeueAfter time.Duration
+}
+
+// CreateDeployment creates the target's Deployment.
+type CreateDeployment struct {
+	BuildID  string
+	Replicas int32
+}
+
+// ScaleReason says why a Deployment is scaled.
+type ScaleReason string
+
+const (
+	// ScaleToSpec follows spec.replicas (target only).
+	ScaleToSpec ScaleReason = "Spec"
+	// ScaleRestore brings back workers the controller scaled to zero, for a
+	// version that gets work again.
+	ScaleRestore ScaleReason = "Restore"
+	// ScaleSunset scales a finished version to zero. The executor records
+	// the time in the ScaledDownAt annotation (even if already at zero).
+	ScaleSunset ScaleReason = "Sunset"
+)
+
+// Scale sets spec.replicas of a Deployment.
+type Scale struct {
+	Name     string
+	BuildID  string
+	Replicas int32
+	Reason   ScaleReason
+}
+
+// DeleteDeployment deletes a Deployment that has been at zero for DeleteDelay.
+type DeleteDeployment struct {
+	Name    string
+	BuildID string
+	Reason  string
+}
+
+// RoutingOp is the kind of routing write.
+type RoutingOp string
+
+const (
+	// SetCurrent makes BuildID current. Temporal clears the ramp if BuildID was ramping.
+	SetCurrent RoutingOp = "SetCurrent"
+	// SetRamp ramps RampPercentage of new workflows to BuildID, replacing any other ramp.
+	SetRamp RoutingOp = "SetRamp"
+	// RemoveRamp removes the ramp, whatever version it is on.
+	RemoveRamp RoutingOp = "RemoveRamp"
+)
+
+// Routing is one write to the worker deployment's routing config.
+type Routing struct {
+	Op             RoutingOp
+	BuildID        string // SetCurrent, SetRamp
+	RampPercentage int32  // SetRamp
+}
+
+// StartGate starts the gate workflow pinned to BuildID.
+type StartGate struct {
+	BuildID      string
+	WorkflowType string
+}
+
+// Version is one version as status reports it.
+type Version struct {
+	BuildID string
+	// Status is empty when Temporal's state is unknown; the status writer
+	// should then keep what it reported before.
+	Status v1alpha1.VersionStatus
+	// Deployment is the Deployment name, if one exists.
+	Deployment     string
+	Target         bool
+	RampPercentage *int32
+	CurrentSince   *time.Time
+	RampingSince   *time.Time
+	DrainedSince   *time.Time
+}
+
+// Condition is the Status, Reason and Message of a metav1.Condition.
+type Condition struct {
+	Status  metav1.ConditionStatus
+	Reason  string
+	Message string
+}
+
+// Event types, as in corev1.
+const (
+	EventNormal  = "Normal"
+	EventWarning = "Warning"
+)
+
+// Event is one Kubernetes event to record on the TWD.
+type Event struct {
+	Type    string
+	Reason  string
+	Message string
+}
+
+// Condition reasons. The error reasons appear on both Ready and Progressing.
+const (
+	ReasonRolloutComplete          = "RolloutComplete"
+	ReasonWaitingForPollers        = "WaitingForPollers"
+	ReasonWaitingForPromotion      = "WaitingForPromotion"
+	ReasonRamping                  = "Ramping"
+	ReasonTooManyVersions          = "TooManyVersions"
+	ReasonTemporalStateFetchFailed = "TemporalStateFetchFailed"
+	ReasonManagedByOtherIdentity   = "ManagedByOtherIdentity"
+	ReasonRoutingChangedExternally = "RoutingChangedExternally"
+	ReasonGateFailed               = "GateFailed"
+	ReasonPlanGenerationFailed     = "PlanGenerationFailed"
+)
+
+// Event reasons for actions. Warnings reuse the condition reasons.
+const (
+	EventCreateDeployment = "CreateDeployment"
+	EventScale            = "Scale"
+	EventScaleDown        = "ScaleDown"
+	EventDeleteDeployment = "DeleteDeployment"
+	EventBecomeManager    = "BecomeManager"
+	EventPromote          = "Promote"
+	EventRamp             = "Ramp"
+	EventRemoveRamp       = "RemoveRamp"
+	EventRolledBack       = "RolledBack"
+	EventStartGate        = "StartGate"
+	EventDeleteVersion    = "DeleteVersion"
+)
