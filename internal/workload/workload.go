@@ -1,0 +1,230 @@
+// Package workload builds the versioned Deployment of a worker version: its
+// name, labels, owner and the pod template with the controller's additions
+// (the env contract and the connection's credentials).
+//
+// One function, ApplyConnection, adds everything the controller injects. It
+// serves both when a Deployment is created and when a running version is
+// brought up to date with a changed connection, so the two cannot drift.
+package workload
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/workerenv"
+)
+
+// Labels and annotations the controller owns.
+const (
+	// LabelWorker holds the TWD's name (hashed when longer than a label value).
+	LabelWorker = "temporal.io/worker-deployment"
+	// LabelBuildID holds the version's build ID.
+	LabelBuildID = "temporal.io/build-id"
+	// AnnotationConnectionHash changes when the connection's address or
+	// credentials change, so that running versions roll to pick them up.
+	AnnotationConnectionHash = "temporal.io/connection-hash"
+	// AnnotationScaledDownAt records when the controller scaled a finished
+	// version to zero (RFC 3339).
+	AnnotationScaledDownAt = "temporal.io/scaled-down-at"
+
+	tlsVolume    = "temporal-tls"
+	tlsMountPath = "/etc/temporal/tls"
+	// maxDeploymentName leaves room for the ReplicaSet and pod suffixes
+	// within the 63 characters a pod's hostname label allows.
+	maxDeploymentName = 47
+)
+
+// Connection is what the controller injects for a TemporalConnection.
+type Connection struct {
+	Address string
+	// MutualTLSSecret names the Secret with tls.crt, tls.key and maybe ca.crt.
+	MutualTLSSecret string
+	HasCA           bool
+	// APIKey selects the Secret key holding an API key.
+	APIKey     *v1alpha1.SecretKeyReference
+	ServerName string
+	// CredentialsVersion changes when Secret contents change (for example a
+	// hash of them), since env from Secrets is read only at pod start.
+	CredentialsVersion string
+}
+
+// Identity is the Temporal side of a version.
+type Identity struct {
+	TemporalNamespace string
+	DeploymentName    string
+	BuildID           string
+}
+
+// DeploymentName is the Deployment name of a version: "<twd>-<build ID>",
+// shortened with a hash when longer than 47 characters.
+func DeploymentName(twdName, buildID string) string {
+	name := strings.ToLower(twdName + "-" + buildID)
+	name = strings.Map(func(r rune) rune {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '-' {
+			return r
+		}
+		return '-'
+	}, name)
+	if len(name) <= maxDeploymentName {
+		return strings.Trim(name, "-")
+	}
+	sum := sha256.Sum256([]byte(twdName + "/" + buildID))
+	suffix := hex.EncodeToString(sum[:])[:10]
+	return strings.Trim(name[:maxDeploymentName-len(suffix)-1], "-") + "-" + suffix
+}
+
+// WorkerLabel is the LabelWorker value for a TWD name.
+func WorkerLabel(twdName string) string {
+	if len(twdName) <= 63 {
+		return twdName
+	}
+	sum := sha256.Sum256([]byte(twdName))
+	return twdName[:46] + "-" + hex.EncodeToString(sum[:])[:16]
+}
+
+// NewDeployment builds the Deployment of one version from the TWD's current
+// template. replicas is nil when an autoscaler owns them.
+func NewDeployment(twd *v1alpha1.TemporalWorkerDeployment, id Identity, conn Connection, replicas *int32) *appsv1.Deployment {
+	selector := map[string]string{LabelWorker: WorkerLabel(twd.Name), LabelBuildID: id.BuildID}
+	tpl := *twd.Spec.Template.DeepCopy()
+	tpl.Labels = merge(tpl.Labels, selector)
+	ApplyConnection(&tpl, id, conn)
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      DeploymentName(twd.Name, id.BuildID),
+			Namespace: twd.Namespace,
+			Labels:    merge(nil, selector),
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion:         v1alpha1.GroupVersion.String(),
+				Kind:               "TemporalWorkerDeployment",
+				Name:               twd.Name,
+				UID:                twd.UID,
+				Controller:         ptr.To(true),
+				BlockOwnerDeletion: ptr.To(true),
+			}},
+		},
+		Spec: appsv1.DeploymentSpec{
+			Replicas:                replicas,
+			Selector:                &metav1.LabelSelector{MatchLabels: selector},
+			Template:                tpl,
+			MinReadySeconds:         twd.Spec.MinReadySeconds,
+			ProgressDeadlineSeconds: twd.Spec.ProgressDeadlineSeconds,
+		},
+	}
+	return d
+}
+
+// ApplyConnection sets the env contract, TLS volume and connection hash on a
+// pod template, replacing earlier values. It is idempotent.
+func ApplyConnection(tpl *corev1.PodTemplateSpec, id Identity, conn Connection) {
+	spec := &tpl.Spec
+	env := []corev1.EnvVar{
+		{Name: workerenv.Address, Value: conn.Address},
+		{Name: workerenv.Namespace, Value: id.TemporalNamespace},
+		{Name: workerenv.DeploymentName, Value: id.DeploymentName},
+		{Name: workerenv.BuildID, Value: id.BuildID},
+	}
+	if conn.ServerName != "" {
+		env = append(env, corev1.EnvVar{Name: workerenv.TLSServerName, Value: conn.ServerName})
+	}
+	if conn.MutualTLSSecret != "" {
+		env = append(env,
+			corev1.EnvVar{Name: workerenv.TLSClientCert, Value: tlsMountPath + "/tls.crt"},
+			corev1.EnvVar{Name: workerenv.TLSClientKey, Value: tlsMountPath + "/tls.key"})
+		if conn.HasCA {
+			env = append(env, corev1.EnvVar{Name: workerenv.TLSServerCA, Value: tlsMountPath + "/ca.crt"})
+		}
+	}
+	if conn.APIKey != nil {
+		env = append(env,
+			corev1.EnvVar{Name: workerenv.TLS, Value: "true"},
+			corev1.EnvVar{Name: workerenv.APIKey, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: conn.APIKey.Name},
+				Key:                  conn.APIKey.Key,
+			}}})
+	}
+
+	spec.Volumes = removeVolume(spec.Volumes, tlsVolume)
+	if conn.MutualTLSSecret != "" {
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: tlsVolume, VolumeSource: corev1.VolumeSource{
+			Secret: &corev1.SecretVolumeSource{SecretName: conn.MutualTLSSecret, DefaultMode: ptr.To[int32](0o440)},
+		}})
+	}
+	for i := range spec.Containers {
+		c := &spec.Containers[i]
+		c.Env = setEnv(c.Env, env)
+		c.VolumeMounts = removeMount(c.VolumeMounts, tlsVolume)
+		if conn.MutualTLSSecret != "" {
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: tlsVolume, MountPath: tlsMountPath, ReadOnly: true})
+		}
+	}
+	tpl.Annotations = merge(tpl.Annotations, map[string]string{AnnotationConnectionHash: conn.hash()})
+}
+
+func (c Connection) hash() string {
+	apiKey := ""
+	if c.APIKey != nil {
+		apiKey = c.APIKey.Name + "/" + c.APIKey.Key
+	}
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%q %q %v %q %q %q", c.Address, c.MutualTLSSecret, c.HasCA, apiKey, c.ServerName, c.CredentialsVersion)))
+	return hex.EncodeToString(sum[:])[:16]
+}
+
+// injected lists every env name ApplyConnection may set, so that a variable
+// it no longer sets (say, after mTLS was turned off) is removed too.
+var injected = map[string]bool{
+	workerenv.Address: true, workerenv.Namespace: true, workerenv.DeploymentName: true, workerenv.BuildID: true,
+	workerenv.TLS: true, workerenv.TLSClientCert: true, workerenv.TLSClientKey: true, workerenv.TLSServerCA: true,
+	workerenv.TLSServerName: true, workerenv.APIKey: true,
+}
+
+// setEnv keeps the user's variables in order and appends the injected ones,
+// which win over any the user set with the same name.
+func setEnv(existing, add []corev1.EnvVar) []corev1.EnvVar {
+	out := make([]corev1.EnvVar, 0, len(existing)+len(add))
+	for _, e := range existing {
+		if !injected[e.Name] {
+			out = append(out, e)
+		}
+	}
+	return append(out, add...)
+}
+
+func removeVolume(vs []corev1.Volume, name string) []corev1.Volume {
+	out := vs[:0:0]
+	for _, v := range vs {
+		if v.Name != name {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func removeMount(ms []corev1.VolumeMount, name string) []corev1.VolumeMount {
+	out := ms[:0:0]
+	for _, m := range ms {
+		if m.Name != name {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func merge(base, add map[string]string) map[string]string {
+	out := make(map[string]string, len(base)+len(add))
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range add {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,152 @@
+package workload
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/workerenv"
+)
+
+func twd() *v1alpha1.TemporalWorkerDeployment {
+	return &v1alpha1.TemporalWorkerDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "shop", UID: "uid-1"},
+		Spec: v1alpha1.TemporalWorkerDeploymentSpec{
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "orders"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "worker", Image: "orders:v1",
+					Env: []corev1.EnvVar{{Name: "LOG", Value: "info"}, {Name: workerenv.Address, Value: "user-set:1"}},
+				}}},
+			},
+		},
+	}
+}
+
+var id = Identity{TemporalNamespace: "prod", DeploymentName: "shop/orders", BuildID: "v1-abc"}
+
+func envOf(c corev1.Container) map[string]corev1.EnvVar {
+	m := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		m[e.Name] = e
+	}
+	return m
+}
+
+func TestNewDeployment(t *testing.T) {
+	d := NewDeployment(twd(), id, Connection{Address: "temporal:7233"}, ptr.To[int32](3))
+	if d.Name != "orders-v1-abc" || d.Namespace != "shop" {
+		t.Errorf("name = %s/%s", d.Namespace, d.Name)
+	}
+	if *d.Spec.Replicas != 3 || d.Spec.Selector.MatchLabels[LabelBuildID] != "v1-abc" {
+		t.Errorf("spec = %+v", d.Spec)
+	}
+	if d.Spec.Template.Labels["app"] != "orders" || d.Spec.Template.Labels[LabelWorker] != "orders" {
+		t.Errorf("template labels = %v", d.Spec.Template.Labels)
+	}
+	ref := d.OwnerReferences[0]
+	if ref.UID != "uid-1" || !*ref.Controller || ref.Kind != "TemporalWorkerDeployment" {
+		t.Errorf("owner = %+v", ref)
+	}
+	env := envOf(d.Spec.Template.Spec.Containers[0])
+	want := map[string]string{workerenv.Address: "temporal:7233", workerenv.Namespace: "prod", workerenv.DeploymentName: "shop/orders", workerenv.BuildID: "v1-abc", "LOG": "info"}
+	for k, v := range want {
+		if env[k].Value != v {
+			t.Errorf("env %s = %q, want %q", k, env[k].Value, v)
+		}
+	}
+	if len(d.Spec.Template.Spec.Containers[0].Env) != 5 {
+		t.Errorf("env has duplicates: %v", d.Spec.Template.Spec.Containers[0].Env)
+	}
+	if d.Spec.Template.Annotations[AnnotationConnectionHash] == "" {
+		t.Error("no connection hash annotation")
+	}
+}
+
+func TestNewDeploymentLeavesTWDUntouched(t *testing.T) {
+	in := twd()
+	before := in.DeepCopy()
+	NewDeployment(in, id, Connection{Address: "a:1", MutualTLSSecret: "tls"}, nil)
+	if !equality.Semantic.DeepEqual(in, before) {
+		t.Fatal("NewDeployment modified the TWD")
+	}
+}
+
+func TestApplyConnectionIsIdempotentAndReplaces(t *testing.T) {
+	mtls := Connection{Address: "a:1", MutualTLSSecret: "tls", HasCA: true, ServerName: "temporal.example"}
+	d := NewDeployment(twd(), id, mtls, nil)
+	once := d.Spec.Template.DeepCopy()
+	ApplyConnection(&d.Spec.Template, id, mtls)
+	if !equality.Semantic.DeepEqual(once, &d.Spec.Template) {
+		t.Fatal("applying the same connection twice changed the template")
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	env := envOf(c)
+	if env[workerenv.TLSClientCert].Value != "/etc/temporal/tls/tls.crt" || env[workerenv.TLSServerCA].Value != "/etc/temporal/tls/ca.crt" || env[workerenv.TLSServerName].Value != "temporal.example" {
+		t.Errorf("TLS env = %v", c.Env)
+	}
+	if len(c.VolumeMounts) != 1 || len(d.Spec.Template.Spec.Volumes) != 1 || d.Spec.Template.Spec.Volumes[0].Secret.SecretName != "tls" {
+		t.Errorf("volumes = %v mounts = %v", d.Spec.Template.Spec.Volumes, c.VolumeMounts)
+	}
+	hashMTLS := d.Spec.Template.Annotations[AnnotationConnectionHash]
+
+	// Switching to an API key removes every trace of mTLS.
+	apiKey := Connection{Address: "a:1", APIKey: &v1alpha1.SecretKeyReference{Name: "key", Key: "apiKey"}}
+	ApplyConnection(&d.Spec.Template, id, apiKey)
+	c = d.Spec.Template.Spec.Containers[0]
+	env = envOf(c)
+	if _, ok := env[workerenv.TLSClientCert]; ok || len(c.VolumeMounts) != 0 || len(d.Spec.Template.Spec.Volumes) != 0 {
+		t.Errorf("mTLS left behind: env=%v mounts=%v volumes=%v", c.Env, c.VolumeMounts, d.Spec.Template.Spec.Volumes)
+	}
+	if ref := env[workerenv.APIKey].ValueFrom; ref == nil || ref.SecretKeyRef.Name != "key" || env[workerenv.TLS].Value != "true" {
+		t.Errorf("API key env = %v", c.Env)
+	}
+	if d.Spec.Template.Annotations[AnnotationConnectionHash] == hashMTLS {
+		t.Error("connection hash did not change")
+	}
+
+	// Rotated Secret contents change the hash, so pods restart.
+	before := d.Spec.Template.Annotations[AnnotationConnectionHash]
+	apiKey.CredentialsVersion = "2"
+	ApplyConnection(&d.Spec.Template, id, apiKey)
+	if d.Spec.Template.Annotations[AnnotationConnectionHash] == before {
+		t.Error("credentials rotation did not change the hash")
+	}
+}
+
+func TestDeploymentName(t *testing.T) {
+	long := strings.Repeat("a", 60)
+	cases := map[string]struct{ twd, build, want string }{
+		"short":          {"orders", "v1-abc", "orders-v1-abc"},
+		"mixed case":     {"orders", "V1.2_x", "orders-v1-2-x"},
+		"hashed if long": {long, "v1-0123456789abcdef", ""},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := DeploymentName(tc.twd, tc.build)
+			if tc.want != "" && got != tc.want {
+				t.Errorf("DeploymentName = %q, want %q", got, tc.want)
+			}
+			if len(got) > 47 || len(validation.IsDNS1123Label(got)) > 0 {
+				t.Errorf("invalid name %q (len %d)", got, len(got))
+			}
+		})
+	}
+	if DeploymentName(long, "v1") == DeploymentName(long, "v2") {
+		t.Error("long names of different builds collide")
+	}
+}
+
+func TestWorkerLabel(t *testing.T) {
+	for _, n := range []string{"orders", strings.Repeat("x", 200)} {
+		if errs := validation.IsValidLabelValue(WorkerLabel(n)); len(errs) > 0 {
+			t.Errorf("label for %d-char name: %v", len(n), errs)
+		}
+	}
+}
