@@ -1,0 +1,78 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/planner"
+	"github.com/rainbow-deploy/rainbow/internal/workload"
+)
+
+// ownedDeployments lists the versioned Deployments a TWD controls, keyed by
+// build ID. Deployments with the labels but another owner are ignored.
+func ownedDeployments(ctx context.Context, c client.Reader, twd *v1alpha1.TemporalWorkerDeployment) (map[string]*appsv1.Deployment, error) {
+	var list appsv1.DeploymentList
+	if err := c.List(ctx, &list, client.InNamespace(twd.Namespace),
+		client.MatchingLabels{workload.LabelWorker: workload.WorkerLabel(twd.Name)}); err != nil {
+		return nil, err
+	}
+	out := make(map[string]*appsv1.Deployment, len(list.Items))
+	for i := range list.Items {
+		d := &list.Items[i]
+		ref := metav1.GetControllerOf(d)
+		if ref == nil || ref.UID != twd.UID {
+			continue
+		}
+		if id := d.Labels[workload.LabelBuildID]; id != "" {
+			out[id] = d
+		}
+	}
+	return out, nil
+}
+
+// plannerDeployment is what the planner needs to know of a Deployment.
+func plannerDeployment(d *appsv1.Deployment) planner.Deployment {
+	pd := planner.Deployment{
+		BuildID:   d.Labels[workload.LabelBuildID],
+		Name:      d.Name,
+		Replicas:  replicasOf(d),
+		Available: available(d),
+	}
+	if pd.Replicas == 0 {
+		if t, err := time.Parse(time.RFC3339, d.Annotations[workload.AnnotationScaledDownAt]); err == nil {
+			pd.ScaledDownAt = &t
+		}
+	}
+	return pd
+}
+
+func replicasOf(d *appsv1.Deployment) int32 {
+	if d.Spec.Replicas == nil {
+		return 1
+	}
+	return *d.Spec.Replicas
+}
+
+// available: the Deployment controller has seen the latest spec, every
+// replica runs the latest template and enough of them are available.
+func available(d *appsv1.Deployment) bool {
+	if d.Status.ObservedGeneration < d.Generation {
+		return false
+	}
+	want := replicasOf(d)
+	if d.Status.UpdatedReplicas < want || d.Status.AvailableReplicas < want {
+		return false
+	}
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentAvailable {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
