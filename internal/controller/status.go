@@ -1,0 +1,106 @@
+package controller
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/planner"
+)
+
+// Condition types, for kubectl wait, Helm, Argo CD and Flux.
+const (
+	ConditionReady       = "Ready"
+	ConditionProgressing = "Progressing"
+)
+
+// newStatus turns a plan into the TWD's status. What the plan cannot know
+// (a version's status while Temporal is unreachable, when a version was
+// first healthy) is carried over from the previous status.
+func newStatus(old v1alpha1.TemporalWorkerDeploymentStatus, generation int64, res planner.Result, gate *v1alpha1.GateStatus, now time.Time) v1alpha1.TemporalWorkerDeploymentStatus {
+	previous := map[string]v1alpha1.WorkerVersion{}
+	for _, v := range append([]*v1alpha1.WorkerVersion{old.TargetVersion, old.CurrentVersion, old.RampingVersion}, ptrs(old.DeprecatedVersions)...) {
+		if v != nil {
+			previous[v.BuildID] = *v
+		}
+	}
+	st := v1alpha1.TemporalWorkerDeploymentStatus{
+		ObservedGeneration: generation,
+		Gate:               gate,
+		Conditions:         append([]metav1.Condition(nil), old.Conditions...),
+	}
+	for _, pv := range res.Versions {
+		wv := workerVersion(pv, previous[pv.BuildID], now)
+		switch {
+		case pv.Target:
+			st.TargetVersion = &wv
+		case wv.Status == v1alpha1.VersionCurrent:
+			st.CurrentVersion = &wv
+		case wv.Status == v1alpha1.VersionRamping:
+			st.RampingVersion = &wv
+		default:
+			st.DeprecatedVersions = append(st.DeprecatedVersions, wv)
+		}
+		if pv.Target && wv.Status == v1alpha1.VersionCurrent {
+			cur := wv
+			st.CurrentVersion = &cur
+		}
+	}
+	setCondition(&st.Conditions, ConditionReady, res.Ready, generation)
+	setCondition(&st.Conditions, ConditionProgressing, res.Progressing, generation)
+	return st
+}
+
+func workerVersion(pv planner.Version, prev v1alpha1.WorkerVersion, now time.Time) v1alpha1.WorkerVersion {
+	wv := v1alpha1.WorkerVersion{
+		BuildID:        pv.BuildID,
+		Status:         pv.Status,
+		Deployment:     pv.Deployment,
+		TaskQueues:     prev.TaskQueues,
+		HealthySince:   prev.HealthySince,
+		RampPercentage: pv.RampPercentage,
+		RampingSince:   metaTime(pv.RampingSince),
+		DrainedSince:   metaTime(pv.DrainedSince),
+	}
+	if wv.Status == "" {
+		// Temporal is unreachable: report what was last known.
+		wv.Status = prev.Status
+		if wv.Status == "" {
+			wv.Status = v1alpha1.VersionNotRegistered
+		}
+		wv.RampPercentage, wv.RampingSince, wv.DrainedSince = prev.RampPercentage, prev.RampingSince, prev.DrainedSince
+	}
+	if wv.HealthySince == nil && wv.Status != v1alpha1.VersionNotRegistered {
+		t := metav1.NewTime(now)
+		wv.HealthySince = &t
+	}
+	return wv
+}
+
+func setCondition(conds *[]metav1.Condition, typ string, c planner.Condition, generation int64) {
+	meta.SetStatusCondition(conds, metav1.Condition{
+		Type:               typ,
+		Status:             c.Status,
+		Reason:             c.Reason,
+		Message:            c.Message,
+		ObservedGeneration: generation,
+	})
+}
+
+func metaTime(t *time.Time) *metav1.Time {
+	if t == nil {
+		return nil
+	}
+	m := metav1.NewTime(*t)
+	return &m
+}
+
+func ptrs(vs []v1alpha1.WorkerVersion) []*v1alpha1.WorkerVersion {
+	out := make([]*v1alpha1.WorkerVersion, len(vs))
+	for i := range vs {
+		out[i] = &vs[i]
+	}
+	return out
+}

@@ -1,0 +1,73 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/planner"
+)
+
+var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+func TestNewStatusPlacesVersions(t *testing.T) {
+	res := planner.Result{
+		Versions: []planner.Version{
+			{BuildID: "v1", Status: v1alpha1.VersionCurrent, Deployment: "w-v1"},
+			{BuildID: "v0", Status: v1alpha1.VersionDrained, Deployment: "w-v0"},
+			{BuildID: "v2", Status: v1alpha1.VersionRamping, Deployment: "w-v2", Target: true, RampPercentage: ptr.To[int32](20)},
+		},
+		Ready:       planner.Condition{Status: metav1.ConditionFalse, Reason: planner.ReasonRamping, Message: "ramping"},
+		Progressing: planner.Condition{Status: metav1.ConditionTrue, Reason: planner.ReasonRamping, Message: "ramping"},
+	}
+	st := newStatus(v1alpha1.TemporalWorkerDeploymentStatus{}, 7, res, nil, t0)
+	if st.TargetVersion.BuildID != "v2" || *st.TargetVersion.RampPercentage != 20 || st.CurrentVersion.BuildID != "v1" {
+		t.Fatalf("target/current = %+v / %+v", st.TargetVersion, st.CurrentVersion)
+	}
+	if st.RampingVersion != nil {
+		t.Errorf("the ramping target is reported as target only, got rampingVersion %+v", st.RampingVersion)
+	}
+	if len(st.DeprecatedVersions) != 1 || st.DeprecatedVersions[0].BuildID != "v0" {
+		t.Errorf("deprecated = %+v", st.DeprecatedVersions)
+	}
+	ready := meta.FindStatusCondition(st.Conditions, ConditionReady)
+	if ready == nil || ready.Reason != planner.ReasonRamping || ready.ObservedGeneration != 7 || st.ObservedGeneration != 7 {
+		t.Errorf("ready = %+v, observedGeneration %d", ready, st.ObservedGeneration)
+	}
+}
+
+func TestNewStatusKeepsLastKnownWhenTemporalIsUnknown(t *testing.T) {
+	healthy := metav1.NewTime(t0.Add(-time.Hour))
+	old := v1alpha1.TemporalWorkerDeploymentStatus{
+		TargetVersion: &v1alpha1.WorkerVersion{BuildID: "v1", Status: v1alpha1.VersionCurrent, HealthySince: &healthy},
+	}
+	res := planner.Result{
+		Versions:    []planner.Version{{BuildID: "v1", Target: true}},
+		Ready:       planner.Condition{Status: metav1.ConditionFalse, Reason: planner.ReasonTemporalStateFetchFailed, Message: "x"},
+		Progressing: planner.Condition{Status: metav1.ConditionFalse, Reason: planner.ReasonTemporalStateFetchFailed, Message: "x"},
+	}
+	st := newStatus(old, 1, res, nil, t0)
+	if st.TargetVersion.Status != v1alpha1.VersionCurrent || !st.TargetVersion.HealthySince.Equal(&healthy) {
+		t.Fatalf("target = %+v", st.TargetVersion)
+	}
+	if st.CurrentVersion == nil || st.CurrentVersion.BuildID != "v1" {
+		t.Errorf("current = %+v", st.CurrentVersion)
+	}
+}
+
+func TestConditionTransitionTimeKeptWhileStatusHolds(t *testing.T) {
+	cond := planner.Condition{Status: metav1.ConditionTrue, Reason: planner.ReasonRolloutComplete, Message: "done"}
+	res := planner.Result{Ready: cond, Progressing: planner.Condition{Status: metav1.ConditionFalse, Reason: planner.ReasonRolloutComplete, Message: "done"}}
+	first := newStatus(v1alpha1.TemporalWorkerDeploymentStatus{}, 1, res, nil, t0)
+	before := meta.FindStatusCondition(first.Conditions, ConditionReady).LastTransitionTime
+	time.Sleep(1100 * time.Millisecond)
+	second := newStatus(first, 2, res, nil, t0.Add(time.Minute))
+	after := meta.FindStatusCondition(second.Conditions, ConditionReady)
+	if !after.LastTransitionTime.Equal(&before) || after.ObservedGeneration != 2 {
+		t.Fatalf("transition time moved or generation stale: %+v", after)
+	}
+}
