@@ -10,12 +10,6 @@ import (
 	"github.com/rainbow-deploy/rainbow/internal/planner"
 )
 
-// Condition types, for kubectl wait, Helm, Argo CD and Flux.
-const (
-	ConditionReady       = "Ready"
-	ConditionProgressing = "Progressing"
-)
-
 // newStatus turns a plan into the TWD's status. What the plan cannot know
 // (a version's status while Temporal is unreachable, when a version was
 // first healthy) is carried over from the previous status.
@@ -48,8 +42,8 @@ func newStatus(old v1alpha1.TemporalWorkerDeploymentStatus, generation int64, re
 			st.CurrentVersion = &cur
 		}
 	}
-	setCondition(&st.Conditions, ConditionReady, res.Ready, generation)
-	setCondition(&st.Conditions, ConditionProgressing, res.Progressing, generation)
+	setCondition(&st.Conditions, v1alpha1.ConditionReady, res.Ready, generation)
+	setCondition(&st.Conditions, v1alpha1.ConditionProgressing, res.Progressing, generation)
 	return st
 }
 

@@ -34,7 +34,7 @@ func TestNewStatusPlacesVersions(t *testing.T) {
 	if len(st.DeprecatedVersions) != 1 || st.DeprecatedVersions[0].BuildID != "v0" {
 		t.Errorf("deprecated = %+v", st.DeprecatedVersions)
 	}
-	ready := meta.FindStatusCondition(st.Conditions, ConditionReady)
+	ready := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady)
 	if ready == nil || ready.Reason != planner.ReasonRamping || ready.ObservedGeneration != 7 || st.ObservedGeneration != 7 {
 		t.Errorf("ready = %+v, observedGeneration %d", ready, st.ObservedGeneration)
 	}
@@ -63,10 +63,10 @@ func TestConditionTransitionTimeKeptWhileStatusHolds(t *testing.T) {
 	cond := planner.Condition{Status: metav1.ConditionTrue, Reason: planner.ReasonRolloutComplete, Message: "done"}
 	res := planner.Result{Ready: cond, Progressing: planner.Condition{Status: metav1.ConditionFalse, Reason: planner.ReasonRolloutComplete, Message: "done"}}
 	first := newStatus(v1alpha1.TemporalWorkerDeploymentStatus{}, 1, res, nil, t0)
-	before := meta.FindStatusCondition(first.Conditions, ConditionReady).LastTransitionTime
+	before := meta.FindStatusCondition(first.Conditions, v1alpha1.ConditionReady).LastTransitionTime
 	time.Sleep(1100 * time.Millisecond)
 	second := newStatus(first, 2, res, nil, t0.Add(time.Minute))
-	after := meta.FindStatusCondition(second.Conditions, ConditionReady)
+	after := meta.FindStatusCondition(second.Conditions, v1alpha1.ConditionReady)
 	if !after.LastTransitionTime.Equal(&before) || after.ObservedGeneration != 2 {
 		t.Fatalf("transition time moved or generation stale: %+v", after)
 	}

@@ -1,6 +1,10 @@
 package planner
 
-import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+)
 
 // progress is where the rollout of the target stands after this reconcile.
 type progress struct {
@@ -30,7 +34,7 @@ func blockedBecause(reason, msg string) progress {
 }
 
 func rolloutComplete(msg string) progress {
-	return progress{state: done, reason: ReasonRolloutComplete, message: msg}
+	return progress{state: done, reason: v1alpha1.ReasonRolloutComplete, message: msg}
 }
 
 // conditions maps progress to Ready and Progressing, as CD tools read them:
@@ -39,8 +43,8 @@ func rolloutComplete(msg string) progress {
 func conditions(p progress) (ready, progressing Condition) {
 	switch p.state {
 	case done:
-		c := Condition{Status: metav1.ConditionTrue, Reason: ReasonRolloutComplete, Message: p.message}
-		return c, Condition{Status: metav1.ConditionFalse, Reason: ReasonRolloutComplete, Message: p.message}
+		c := Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonRolloutComplete, Message: p.message}
+		return c, Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonRolloutComplete, Message: p.message}
 	case blocked:
 		c := Condition{Status: metav1.ConditionFalse, Reason: p.reason, Message: p.message}
 		return c, c

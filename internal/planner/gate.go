@@ -25,11 +25,11 @@ func gate(v *view, p *plan) (prog progress, hold bool) {
 	if run != nil && run.Phase == GateFailed {
 		msg := fmt.Sprintf("gate workflow %s failed on version %s: %s; fix the worker and change spec.template to roll out a new version",
 			typ, v.target, run.Message)
-		p.event(EventWarning, ReasonGateFailed, msg)
+		p.event(EventWarning, v1alpha1.ReasonGateFailed, msg)
 		if ramping && v.in.Spec.Strategy != v1alpha1.StrategyManual {
 			p.route(Routing{Op: RemoveRamp}, EventRemoveRamp, fmt.Sprintf("removing the ramp of version %s: its gate workflow failed", v.target))
 		}
-		return blockedBecause(ReasonGateFailed, msg), true
+		return blockedBecause(v1alpha1.ReasonGateFailed, msg), true
 	}
 	if ramping {
 		return progress{}, false
@@ -39,11 +39,11 @@ func gate(v *view, p *plan) (prog progress, hold bool) {
 		p.res.StartGate = &StartGate{BuildID: v.target, WorkflowType: typ}
 		p.event(EventNormal, EventStartGate, fmt.Sprintf("starting gate workflow %s pinned to version %s", typ, v.target))
 		p.after(requeueTemporal)
-		return movingBecause(ReasonWaitingForPromotion, fmt.Sprintf("starting gate workflow %s on version %s", typ, v.target)), true
+		return movingBecause(v1alpha1.ReasonWaitingForPromotion, fmt.Sprintf("starting gate workflow %s on version %s", typ, v.target)), true
 	case run.Phase == GateSucceeded:
 		return progress{}, false
 	default:
 		p.after(requeueTemporal)
-		return movingBecause(ReasonWaitingForPromotion, fmt.Sprintf("gate workflow %s running on version %s", typ, v.target)), true
+		return movingBecause(v1alpha1.ReasonWaitingForPromotion, fmt.Sprintf("gate workflow %s running on version %s", typ, v.target)), true
 	}
 }

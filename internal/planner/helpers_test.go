@@ -185,7 +185,7 @@ func check(t *testing.T, in Input, want expect) Result {
 	}
 	wantProgReason := want.Reason
 	if want.Ready == metav1.ConditionTrue {
-		wantProgReason = ReasonRolloutComplete
+		wantProgReason = v1alpha1.ReasonRolloutComplete
 	}
 	if got.Progressing.Status != want.Progressing || got.Progressing.Reason != wantProgReason {
 		t.Errorf("Progressing = %s/%s, want %s/%s", got.Progressing.Status, got.Progressing.Reason, want.Progressing, wantProgReason)

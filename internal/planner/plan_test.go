@@ -37,7 +37,7 @@ func TestTarget(t *testing.T) {
 				in.Temporal = &TemporalState{}
 			}),
 			want: expect{Create: &CreateDeployment{BuildID: "v1", Replicas: 3},
-				Ready: condFalse, Reason: ReasonWaitingForPollers, Progressing: condTrue, Requeue: 30 * time.Second,
+				Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPollers, Progressing: condTrue, Requeue: 30 * time.Second,
 				Events: []string{EventCreateDeployment}},
 		},
 		"first version with an autoscaler: one replica": {
@@ -48,12 +48,12 @@ func TestTarget(t *testing.T) {
 				in.Temporal = &TemporalState{}
 			}),
 			want: expect{Create: &CreateDeployment{BuildID: "v1", Replicas: 1},
-				Ready: condFalse, Reason: ReasonWaitingForPollers, Progressing: condTrue, Requeue: 30 * time.Second,
+				Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPollers, Progressing: condTrue, Requeue: 30 * time.Second,
 				Events: []string{EventCreateDeployment}},
 		},
 		"target not available: wait for the Deployment watch": {
 			in: with(base(), func(in *Input) { in.Deployments[1].Available = false }),
-			want: expect{Ready: condFalse, Reason: ReasonWaitingForPollers, Progressing: condTrue, Requeue: 30 * time.Second,
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPollers, Progressing: condTrue, Requeue: 30 * time.Second,
 				Message: "worker-v2 of version v2 to become available"},
 		},
 		"spec.replicas is 0: never routed": {
@@ -61,12 +61,12 @@ func TestTarget(t *testing.T) {
 				in.Spec.Replicas = ptr[int32](0)
 				in.Deployments[1].Replicas = 0
 			}),
-			want: expect{Ready: condFalse, Reason: ReasonWaitingForPollers, Progressing: condTrue, Requeue: time.Minute,
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPollers, Progressing: condTrue, Requeue: time.Minute,
 				Message: "set spec.replicas above 0"},
 		},
 		"target not registered: poll Temporal": {
 			in:   with(base(), func(in *Input) { dropVersion(in, "v2") }),
-			want: expect{Ready: condFalse, Reason: ReasonWaitingForPollers, Progressing: condTrue, Requeue: time.Second},
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPollers, Progressing: condTrue, Requeue: time.Second},
 		},
 		"task queues not ready: no routing": {
 			in: with(base(), func(in *Input) {
@@ -74,7 +74,7 @@ func TestTarget(t *testing.T) {
 				tv.TaskQueuesReady = false
 				setVersion(in, tv)
 			}),
-			want: expect{Ready: condFalse, Reason: ReasonWaitingForPollers, Progressing: condTrue, Requeue: time.Second,
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPollers, Progressing: condTrue, Requeue: time.Second,
 				Message: "register all their task queues"},
 		},
 		"registered but nobody polls: no routing": {
@@ -83,14 +83,14 @@ func TestTarget(t *testing.T) {
 				tv.HasPollers = false
 				setVersion(in, tv)
 			}),
-			want: expect{Ready: condFalse, Reason: ReasonWaitingForPollers, Progressing: condTrue, Requeue: time.Second},
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPollers, Progressing: condTrue, Requeue: time.Second},
 		},
 		"worker deployment not in Temporal yet": {
 			in: with(base(), func(in *Input) {
 				in.Deployments = []Deployment{running("v2")}
 				in.Temporal = &TemporalState{}
 			}),
-			want: expect{Ready: condFalse, Reason: ReasonWaitingForPollers, Progressing: condTrue, Requeue: time.Second},
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPollers, Progressing: condTrue, Requeue: time.Second},
 		},
 		"too many versions: target not created": {
 			in: with(base(), func(in *Input) {
@@ -98,8 +98,8 @@ func TestTarget(t *testing.T) {
 				in.Spec.MaxVersions = 2
 				setVersion(in, version("v2", draining))
 			}),
-			want: expect{Ready: condFalse, Reason: ReasonTooManyVersions, Progressing: condFalse, Requeue: time.Minute,
-				Events: []string{ReasonTooManyVersions}, Message: "1 waiting to drain"},
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonTooManyVersions, Progressing: condFalse, Requeue: time.Minute,
+				Events: []string{v1alpha1.ReasonTooManyVersions}, Message: "1 waiting to drain"},
 		},
 		"too many versions: a drained version without pollers makes room": {
 			in: with(base(), func(in *Input) {
@@ -111,7 +111,7 @@ func TestTarget(t *testing.T) {
 				setDep(in, scaledDown("v2", -time.Hour))
 			}),
 			want: expect{Create: &CreateDeployment{BuildID: "v3", Replicas: 3},
-				Ready: condFalse, Reason: ReasonWaitingForPollers, Progressing: condTrue, Requeue: 30 * time.Second,
+				Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPollers, Progressing: condTrue, Requeue: 30 * time.Second,
 				Events: []string{EventCreateDeployment}},
 		},
 		"too many versions: a registered target is no new version": {
@@ -120,12 +120,12 @@ func TestTarget(t *testing.T) {
 				dropDep(in, "v2")
 			}),
 			want: expect{Create: &CreateDeployment{BuildID: "v2", Replicas: 3},
-				Ready: condFalse, Reason: ReasonWaitingForPollers, Progressing: condTrue, Requeue: 30 * time.Second,
+				Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPollers, Progressing: condTrue, Requeue: 30 * time.Second,
 				Events: []string{EventCreateDeployment}},
 		},
 		"empty target build ID": {
 			in:   with(base(), func(in *Input) { in.Spec.TargetBuildID = "" }),
-			want: expect{Ready: condFalse, Reason: ReasonPlanGenerationFailed, Progressing: condFalse, Requeue: time.Minute},
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonPlanGenerationFailed, Progressing: condFalse, Requeue: time.Minute},
 		},
 	})
 }
@@ -139,7 +139,7 @@ func TestTemporalUnknown(t *testing.T) {
 	runCases(t, cases{
 		"nothing routed, scaled down or deleted": {
 			in: with(base(), unknown),
-			want: expect{Ready: condFalse, Reason: ReasonTemporalStateFetchFailed, Progressing: condFalse,
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonTemporalStateFetchFailed, Progressing: condFalse,
 				Requeue: 10 * time.Second, Message: "spec.workerOptions"},
 		},
 		"the caller's reason wins": {
@@ -152,13 +152,13 @@ func TestTemporalUnknown(t *testing.T) {
 		"the target is still created": {
 			in: with(base(), unknown, func(in *Input) { dropDep(in, "v2") }),
 			want: expect{Create: &CreateDeployment{BuildID: "v2", Replicas: 3},
-				Ready: condFalse, Reason: ReasonTemporalStateFetchFailed, Progressing: condFalse,
+				Ready: condFalse, Reason: v1alpha1.ReasonTemporalStateFetchFailed, Progressing: condFalse,
 				Requeue: 10 * time.Second, Events: []string{EventCreateDeployment}},
 		},
 		"the target still follows spec.replicas": {
 			in: with(base(), unknown, func(in *Input) { in.Deployments[1].Replicas = 1 }),
 			want: expect{Scale: []Scale{{Name: "worker-v2", BuildID: "v2", Replicas: 3, Reason: ScaleToSpec}},
-				Ready: condFalse, Reason: ReasonTemporalStateFetchFailed, Progressing: condFalse,
+				Ready: condFalse, Reason: v1alpha1.ReasonTemporalStateFetchFailed, Progressing: condFalse,
 				Requeue: 10 * time.Second, Events: []string{EventScale}},
 		},
 	})
@@ -168,8 +168,8 @@ func TestManager(t *testing.T) {
 	runCases(t, cases{
 		"held by another identity: no routing": {
 			in: with(base(), func(in *Input) { in.Temporal.ManagerIdentity = "alice" }),
-			want: expect{Ready: condFalse, Reason: ReasonManagedByOtherIdentity, Progressing: condFalse, Requeue: time.Minute,
-				Events: []string{ReasonManagedByOtherIdentity}, Message: `manager-identity unset --deployment-name default/worker --identity "alice"`},
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonManagedByOtherIdentity, Progressing: condFalse, Requeue: time.Minute,
+				Events: []string{v1alpha1.ReasonManagedByOtherIdentity}, Message: `manager-identity unset --deployment-name default/worker --identity "alice"`},
 		},
 		"held by another identity, target current: ready": {
 			in: with(base(), func(in *Input) {
@@ -178,12 +178,12 @@ func TestManager(t *testing.T) {
 				setVersion(in, version("v2", current))
 				setVersion(in, version("v1", draining))
 			}),
-			want: expect{Ready: condTrue, Reason: ReasonRolloutComplete, Progressing: condFalse, Requeue: time.Minute},
+			want: expect{Ready: condTrue, Reason: v1alpha1.ReasonRolloutComplete, Progressing: condFalse, Requeue: time.Minute},
 		},
 		"no manager: claim it before writing routing": {
 			in: with(base(), func(in *Input) { in.Temporal.ManagerIdentity = "" }),
 			want: expect{BecomeManager: true, Routing: &Routing{Op: SetCurrent, BuildID: "v2"},
-				Ready: condFalse, Reason: ReasonWaitingForPromotion, Progressing: condTrue, Requeue: time.Second,
+				Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue, Requeue: time.Second,
 				Events: []string{EventBecomeManager, EventPromote}},
 		},
 		"no manager and nothing to write: not claimed": {
@@ -191,7 +191,7 @@ func TestManager(t *testing.T) {
 				in.Temporal.ManagerIdentity = ""
 				in.Spec.Strategy = v1alpha1.StrategyManual
 			}),
-			want: expect{Ready: condFalse, Reason: ReasonWaitingForPromotion, Progressing: condTrue, Requeue: time.Minute},
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue, Requeue: time.Minute},
 		},
 		"held by another identity: drained Deployments still scaled down, Temporal versions kept": {
 			in: with(base(), func(in *Input) {
@@ -205,8 +205,8 @@ func TestManager(t *testing.T) {
 				setDep(in, running("v0"))
 			}),
 			want: expect{Scale: []Scale{{Name: "worker-v0", BuildID: "v0", Replicas: 0, Reason: ScaleSunset}},
-				Ready: condFalse, Reason: ReasonManagedByOtherIdentity, Progressing: condFalse, Requeue: 30 * time.Second,
-				Events: []string{ReasonManagedByOtherIdentity, EventScaleDown}},
+				Ready: condFalse, Reason: v1alpha1.ReasonManagedByOtherIdentity, Progressing: condFalse, Requeue: 30 * time.Second,
+				Events: []string{v1alpha1.ReasonManagedByOtherIdentity, EventScaleDown}},
 		},
 	})
 }
@@ -228,38 +228,38 @@ func TestStrategies(t *testing.T) {
 		"AllAtOnce: target made current": {
 			in: base(),
 			want: expect{Routing: &Routing{Op: SetCurrent, BuildID: "v2"},
-				Ready: condFalse, Reason: ReasonWaitingForPromotion, Progressing: condTrue, Requeue: time.Second,
+				Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue, Requeue: time.Second,
 				Events: []string{EventPromote}},
 		},
 		"AllAtOnce: a ramping target (strategy changed mid-ramp) made current": {
 			in: with(base(), func(in *Input) { rampingTarget(in, 30, -time.Minute) }),
 			want: expect{Routing: &Routing{Op: SetCurrent, BuildID: "v2"},
-				Ready: condFalse, Reason: ReasonWaitingForPromotion, Progressing: condTrue, Requeue: time.Second,
+				Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue, Requeue: time.Second,
 				Events: []string{EventPromote}},
 		},
 		"AllAtOnce: another version's ramp removed first": {
 			in: with(base(), otherRamp),
 			want: expect{Routing: &Routing{Op: RemoveRamp},
-				Ready: condFalse, Reason: ReasonWaitingForPromotion, Progressing: condTrue, Requeue: time.Second,
+				Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue, Requeue: time.Second,
 				Events: []string{EventRemoveRamp}},
 		},
 		"Manual: waits for a person": {
 			in: with(base(), manual),
-			want: expect{Ready: condFalse, Reason: ReasonWaitingForPromotion, Progressing: condTrue, Requeue: time.Minute,
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue, Requeue: time.Minute,
 				Message: "set-current-version --deployment-name default/worker --build-id v2"},
 		},
 		"Manual: a ramp is left alone": {
 			in:   with(base(), manual, func(in *Input) { rampingTarget(in, 30, -time.Minute) }),
-			want: expect{Ready: condFalse, Reason: ReasonWaitingForPromotion, Progressing: condTrue, Requeue: time.Minute},
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue, Requeue: time.Minute},
 		},
 		"target current: rollout complete": {
 			in:   with(base(), targetCurrent),
-			want: expect{Ready: condTrue, Reason: ReasonRolloutComplete, Progressing: condFalse, Requeue: time.Minute},
+			want: expect{Ready: condTrue, Reason: v1alpha1.ReasonRolloutComplete, Progressing: condFalse, Requeue: time.Minute},
 		},
 		"target current: the ramp we left on another version is removed": {
 			in: with(base(), targetCurrent, otherRamp),
 			want: expect{Routing: &Routing{Op: RemoveRamp},
-				Ready: condTrue, Reason: ReasonRolloutComplete, Progressing: condFalse, Requeue: time.Second,
+				Ready: condTrue, Reason: v1alpha1.ReasonRolloutComplete, Progressing: condFalse, Requeue: time.Second,
 				Events: []string{EventRemoveRamp}},
 		},
 		"target current: a ramp someone else set is kept": {
@@ -267,12 +267,12 @@ func TestStrategies(t *testing.T) {
 				in.Temporal.LastModifierIdentity = "alice"
 				in.Temporal.ManagerIdentity = ""
 			}),
-			want: expect{Ready: condTrue, Reason: ReasonRolloutComplete, Progressing: condFalse, Requeue: time.Minute,
+			want: expect{Ready: condTrue, Reason: v1alpha1.ReasonRolloutComplete, Progressing: condFalse, Requeue: time.Minute,
 				Message: `version v0 ramps 20% (set by "alice")`},
 		},
 		"unknown strategy": {
 			in:   with(base(), func(in *Input) { in.Spec.Strategy = "Canary" }),
-			want: expect{Ready: condFalse, Reason: ReasonPlanGenerationFailed, Progressing: condFalse, Requeue: time.Minute},
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonPlanGenerationFailed, Progressing: condFalse, Requeue: time.Minute},
 		},
 	})
 }
@@ -288,56 +288,56 @@ func TestProgressive(t *testing.T) {
 	runCases(t, cases{
 		"first version: current directly": {
 			in: with(base(), progressiveSteps, firstVersion),
-			want: expect{Routing: makeCurrent, Ready: condFalse, Reason: ReasonWaitingForPromotion, Progressing: condTrue,
+			want: expect{Routing: makeCurrent, Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue,
 				Requeue: time.Second, Events: []string{EventPromote}},
 		},
 		"unversioned workers poll: ramp from them": {
 			in: with(base(), progressiveSteps, firstVersion, func(in *Input) { in.Temporal.UnversionedPollers = true }),
-			want: expect{Routing: rampTo(10), Ready: condFalse, Reason: ReasonRamping, Progressing: condTrue,
+			want: expect{Routing: rampTo(10), Ready: condFalse, Reason: v1alpha1.ReasonRamping, Progressing: condTrue,
 				Requeue: time.Second, Events: []string{EventRamp}},
 		},
 		"starts at the first step": {
 			in: with(base(), progressiveSteps),
-			want: expect{Routing: rampTo(10), Ready: condFalse, Reason: ReasonRamping, Progressing: condTrue,
+			want: expect{Routing: rampTo(10), Ready: condFalse, Reason: v1alpha1.ReasonRamping, Progressing: condTrue,
 				Requeue: time.Second, Events: []string{EventRamp}},
 		},
 		"before the pause ends: requeue exactly at the deadline": {
 			in: with(base(), progressiveSteps, func(in *Input) { rampingTarget(in, 10, -4*time.Minute-30*time.Second) }),
-			want: expect{Ready: condFalse, Reason: ReasonRamping, Progressing: condTrue, Requeue: 30 * time.Second,
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonRamping, Progressing: condTrue, Requeue: 30 * time.Second,
 				Message: "ramping 10% to v2, next step (50%) at 2026-03-01T12:00:30Z"},
 		},
 		"one second before the deadline": {
 			in:   with(base(), progressiveSteps, func(in *Input) { rampingTarget(in, 10, -5*time.Minute+time.Second) }),
-			want: expect{Ready: condFalse, Reason: ReasonRamping, Progressing: condTrue, Requeue: time.Second},
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonRamping, Progressing: condTrue, Requeue: time.Second},
 		},
 		"at the deadline: next step": {
 			in: with(base(), progressiveSteps, func(in *Input) { rampingTarget(in, 10, -5*time.Minute) }),
-			want: expect{Routing: rampTo(50), Ready: condFalse, Reason: ReasonRamping, Progressing: condTrue,
+			want: expect{Routing: rampTo(50), Ready: condFalse, Reason: v1alpha1.ReasonRamping, Progressing: condTrue,
 				Requeue: time.Second, Events: []string{EventRamp}},
 		},
 		"after the deadline: next step": {
 			in: with(base(), progressiveSteps, func(in *Input) { rampingTarget(in, 10, -time.Hour) }),
-			want: expect{Routing: rampTo(50), Ready: condFalse, Reason: ReasonRamping, Progressing: condTrue,
+			want: expect{Routing: rampTo(50), Ready: condFalse, Reason: v1alpha1.ReasonRamping, Progressing: condTrue,
 				Requeue: time.Second, Events: []string{EventRamp}},
 		},
 		"last step before its deadline": {
 			in: with(base(), progressiveSteps, func(in *Input) { rampingTarget(in, 50, -9*time.Minute) }),
-			want: expect{Ready: condFalse, Reason: ReasonRamping, Progressing: condTrue, Requeue: time.Minute,
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonRamping, Progressing: condTrue, Requeue: time.Minute,
 				Message: "ramping 50% to v2, becomes current at 2026-03-01T12:01:00Z"},
 		},
 		"last step done: current": {
 			in: with(base(), progressiveSteps, func(in *Input) { rampingTarget(in, 50, -10*time.Minute) }),
-			want: expect{Routing: makeCurrent, Ready: condFalse, Reason: ReasonWaitingForPromotion, Progressing: condTrue,
+			want: expect{Routing: makeCurrent, Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue,
 				Requeue: time.Second, Events: []string{EventPromote}},
 		},
 		"steps changed mid-ramp: first step above, at once": {
 			in: with(base(), progressiveSteps, func(in *Input) { rampingTarget(in, 30, -time.Second) }),
-			want: expect{Routing: rampTo(50), Ready: condFalse, Reason: ReasonRamping, Progressing: condTrue,
+			want: expect{Routing: rampTo(50), Ready: condFalse, Reason: v1alpha1.ReasonRamping, Progressing: condTrue,
 				Requeue: time.Second, Events: []string{EventRamp}},
 		},
 		"steps changed mid-ramp, ramp above every step: current": {
 			in: with(base(), progressiveSteps, func(in *Input) { rampingTarget(in, 80, -time.Second) }),
-			want: expect{Routing: makeCurrent, Ready: condFalse, Reason: ReasonWaitingForPromotion, Progressing: condTrue,
+			want: expect{Routing: makeCurrent, Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue,
 				Requeue: time.Second, Events: []string{EventPromote}},
 		},
 		"no ramp change time: timed from RampingSince": {
@@ -345,7 +345,7 @@ func TestProgressive(t *testing.T) {
 				rampingTarget(in, 10, 0)
 				in.Temporal.RampChangedAt = time.Time{} // version("v2", ramping) ramps since -10m
 			}),
-			want: expect{Routing: rampTo(50), Ready: condFalse, Reason: ReasonRamping, Progressing: condTrue,
+			want: expect{Routing: rampTo(50), Ready: condFalse, Reason: v1alpha1.ReasonRamping, Progressing: condTrue,
 				Requeue: time.Second, Events: []string{EventRamp}},
 		},
 		"no ramp time at all: hold": {
@@ -354,7 +354,7 @@ func TestProgressive(t *testing.T) {
 				in.Temporal.RampChangedAt = time.Time{}
 				in.Temporal.Versions[1].RampingSince = nil
 			}),
-			want: expect{Ready: condFalse, Reason: ReasonRamping, Progressing: condTrue, Requeue: time.Minute,
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonRamping, Progressing: condTrue, Requeue: time.Minute,
 				Message: "cannot be timed"},
 		},
 		"another version ramps: replaced by the first step in one write": {
@@ -363,14 +363,14 @@ func TestProgressive(t *testing.T) {
 				in.Temporal.RampPercentage = 20
 				setVersion(in, version("v0", ramping))
 			}),
-			want: expect{Routing: rampTo(10), Ready: condFalse, Reason: ReasonRamping, Progressing: condTrue,
+			want: expect{Routing: rampTo(10), Ready: condFalse, Reason: v1alpha1.ReasonRamping, Progressing: condTrue,
 				Requeue: time.Second, Events: []string{EventRamp}},
 		},
 		"steps not increasing": {
 			in: with(base(), progressiveSteps, func(in *Input) {
 				in.Spec.Steps = []Step{{RampPercentage: 50}, {RampPercentage: 10}}
 			}),
-			want: expect{Ready: condFalse, Reason: ReasonPlanGenerationFailed, Progressing: condFalse, Requeue: time.Minute,
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonPlanGenerationFailed, Progressing: condFalse, Requeue: time.Minute,
 				Message: "spec.rollout.steps[1]"},
 		},
 	})
@@ -387,59 +387,59 @@ func TestGate(t *testing.T) {
 	runCases(t, cases{
 		"no run: gate started": {
 			in: with(base(), gated),
-			want: expect{StartGate: start, Ready: condFalse, Reason: ReasonWaitingForPromotion, Progressing: condTrue,
+			want: expect{StartGate: start, Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue,
 				Requeue: time.Second, Events: []string{EventStartGate}},
 		},
 		"a run for an older target: gate started": {
 			in: with(base(), gated, run("v1", GateSucceeded)),
-			want: expect{StartGate: start, Ready: condFalse, Reason: ReasonWaitingForPromotion, Progressing: condTrue,
+			want: expect{StartGate: start, Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue,
 				Requeue: time.Second, Events: []string{EventStartGate}},
 		},
 		"running: wait": {
 			in: with(base(), gated, run("v2", GateRunning)),
-			want: expect{Ready: condFalse, Reason: ReasonWaitingForPromotion, Progressing: condTrue, Requeue: time.Second,
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue, Requeue: time.Second,
 				Message: "gate workflow Validate running on version v2"},
 		},
 		"succeeded: AllAtOnce promotes": {
 			in: with(base(), gated, run("v2", GateSucceeded)),
-			want: expect{Routing: &Routing{Op: SetCurrent, BuildID: "v2"}, Ready: condFalse, Reason: ReasonWaitingForPromotion,
+			want: expect{Routing: &Routing{Op: SetCurrent, BuildID: "v2"}, Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion,
 				Progressing: condTrue, Requeue: time.Second, Events: []string{EventPromote}},
 		},
 		"succeeded: Progressive ramps": {
 			in: with(base(), gated, progressiveSteps, run("v2", GateSucceeded)),
-			want: expect{Routing: &Routing{Op: SetRamp, BuildID: "v2", RampPercentage: 10}, Ready: condFalse, Reason: ReasonRamping,
+			want: expect{Routing: &Routing{Op: SetRamp, BuildID: "v2", RampPercentage: 10}, Ready: condFalse, Reason: v1alpha1.ReasonRamping,
 				Progressing: condTrue, Requeue: time.Second, Events: []string{EventRamp}},
 		},
 		"failed: rollout stops": {
 			in: with(base(), gated, run("v2", GateFailed)),
-			want: expect{Ready: condFalse, Reason: ReasonGateFailed, Progressing: condFalse, Requeue: time.Minute,
-				Events: []string{ReasonGateFailed}, Message: "assertion failed: orders total"},
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonGateFailed, Progressing: condFalse, Requeue: time.Minute,
+				Events: []string{v1alpha1.ReasonGateFailed}, Message: "assertion failed: orders total"},
 		},
 		"failed while ramping: the ramp is removed": {
 			in: with(base(), gated, progressiveSteps, run("v2", GateFailed), func(in *Input) { rampingTarget(in, 10, -time.Minute) }),
-			want: expect{Routing: &Routing{Op: RemoveRamp}, Ready: condFalse, Reason: ReasonGateFailed, Progressing: condFalse,
-				Requeue: time.Second, Events: []string{ReasonGateFailed, EventRemoveRamp}},
+			want: expect{Routing: &Routing{Op: RemoveRamp}, Ready: condFalse, Reason: v1alpha1.ReasonGateFailed, Progressing: condFalse,
+				Requeue: time.Second, Events: []string{v1alpha1.ReasonGateFailed, EventRemoveRamp}},
 		},
 		"failed while ramping under Manual: only reported": {
 			in: with(base(), gated, run("v2", GateFailed), func(in *Input) {
 				in.Spec.Strategy = v1alpha1.StrategyManual
 				rampingTarget(in, 10, -time.Minute)
 			}),
-			want: expect{Ready: condFalse, Reason: ReasonGateFailed, Progressing: condFalse, Requeue: time.Minute,
-				Events: []string{ReasonGateFailed}},
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonGateFailed, Progressing: condFalse, Requeue: time.Minute,
+				Events: []string{v1alpha1.ReasonGateFailed}},
 		},
 		"target ramps: the gate is not run again": {
 			in:   with(base(), gated, progressiveSteps, func(in *Input) { rampingTarget(in, 10, -time.Minute) }),
-			want: expect{Ready: condFalse, Reason: ReasonRamping, Progressing: condTrue, Requeue: time.Minute},
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonRamping, Progressing: condTrue, Requeue: time.Minute},
 		},
 		"Manual: the gate still runs": {
 			in: with(base(), gated, func(in *Input) { in.Spec.Strategy = v1alpha1.StrategyManual }),
-			want: expect{StartGate: start, Ready: condFalse, Reason: ReasonWaitingForPromotion, Progressing: condTrue,
+			want: expect{StartGate: start, Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue,
 				Requeue: time.Second, Events: []string{EventStartGate}},
 		},
 		"the gate waits for pollers": {
 			in:   with(base(), gated, func(in *Input) { dropVersion(in, "v2") }),
-			want: expect{Ready: condFalse, Reason: ReasonWaitingForPollers, Progressing: condTrue, Requeue: time.Second},
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPollers, Progressing: condTrue, Requeue: time.Second},
 		},
 	})
 }
@@ -454,7 +454,7 @@ func TestRollback(t *testing.T) {
 		setVersion(in, version("v2", current))
 		setVersion(in, version("v1", draining))
 	}
-	rollback := expect{Routing: &Routing{Op: SetCurrent, BuildID: "v1"}, Ready: condFalse, Reason: ReasonWaitingForPromotion,
+	rollback := expect{Routing: &Routing{Op: SetCurrent, BuildID: "v1"}, Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion,
 		Progressing: condTrue, Requeue: time.Second, Events: []string{EventRolledBack}}
 	runCases(t, cases{
 		"draining version that was current: current at once, no gate or steps": {
@@ -473,7 +473,7 @@ func TestRollback(t *testing.T) {
 				setDep(in, scaledDown("v1", -47*time.Hour))
 			}),
 			want: expect{Scale: []Scale{{Name: "worker-v1", BuildID: "v1", Replicas: 3, Reason: ScaleToSpec}},
-				Ready: condFalse, Reason: ReasonWaitingForPollers, Progressing: condTrue, Requeue: 30 * time.Second,
+				Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPollers, Progressing: condTrue, Requeue: 30 * time.Second,
 				Events: []string{EventScale}},
 		},
 		"drained and scaled down long ago, autoscaler: back at one replica": {
@@ -485,7 +485,7 @@ func TestRollback(t *testing.T) {
 				setDep(in, scaledDown("v1", -47*time.Hour))
 			}),
 			want: expect{Scale: []Scale{{Name: "worker-v1", BuildID: "v1", Replicas: 1, Reason: ScaleRestore}},
-				Ready: condFalse, Reason: ReasonWaitingForPollers, Progressing: condTrue, Requeue: 30 * time.Second,
+				Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPollers, Progressing: condTrue, Requeue: 30 * time.Second,
 				Events: []string{EventScale}},
 		},
 		"draining but only ever ramped: gate and steps": {
@@ -495,7 +495,7 @@ func TestRollback(t *testing.T) {
 				setVersion(in, tv)
 				in.Gate = &GateRun{BuildID: "v1", Phase: GateSucceeded}
 			}),
-			want: expect{Routing: &Routing{Op: SetRamp, BuildID: "v1", RampPercentage: 10}, Ready: condFalse, Reason: ReasonRamping,
+			want: expect{Routing: &Routing{Op: SetRamp, BuildID: "v1", RampPercentage: 10}, Ready: condFalse, Reason: v1alpha1.ReasonRamping,
 				Progressing: condTrue, Requeue: time.Second, Events: []string{EventRamp}},
 		},
 		"someone else took the traffic away: not undone": {
@@ -503,8 +503,8 @@ func TestRollback(t *testing.T) {
 				in.Temporal.ManagerIdentity = ""
 				in.Temporal.LastModifierIdentity = "alice"
 			}),
-			want: expect{Ready: condFalse, Reason: ReasonRoutingChangedExternally, Progressing: condFalse, Requeue: time.Minute,
-				Events: []string{ReasonRoutingChangedExternally}, Message: `made by "alice"`},
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonRoutingChangedExternally, Progressing: condFalse, Requeue: time.Minute,
+				Events: []string{v1alpha1.ReasonRoutingChangedExternally}, Message: `made by "alice"`},
 		},
 		"someone else's change, but the target drained long ago: a normal rollout": {
 			in: with(base(), back, func(in *Input) {
@@ -517,7 +517,7 @@ func TestRollback(t *testing.T) {
 				setVersion(in, tv)
 			}),
 			want: expect{BecomeManager: true, Routing: &Routing{Op: SetCurrent, BuildID: "v1"}, Ready: condFalse,
-				Reason: ReasonWaitingForPromotion, Progressing: condTrue, Requeue: time.Second,
+				Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue, Requeue: time.Second,
 				Events: []string{EventBecomeManager, EventPromote}},
 		},
 		"Manual: someone else's routing is how Manual works": {
@@ -527,14 +527,14 @@ func TestRollback(t *testing.T) {
 				in.Temporal.ManagerIdentity = ""
 				in.Temporal.LastModifierIdentity = "alice"
 			}),
-			want: expect{Ready: condFalse, Reason: ReasonWaitingForPromotion, Progressing: condTrue, Requeue: time.Minute},
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue, Requeue: time.Minute},
 		},
 		"Manual: no rollback": {
 			in: with(base(), back, func(in *Input) {
 				in.Spec.Strategy = v1alpha1.StrategyManual
 				in.Gate = &GateRun{BuildID: "v1", Phase: GateSucceeded}
 			}),
-			want: expect{Ready: condFalse, Reason: ReasonWaitingForPromotion, Progressing: condTrue, Requeue: time.Minute},
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue, Requeue: time.Minute},
 		},
 	})
 }
@@ -554,7 +554,7 @@ func TestSunset(t *testing.T) {
 		}
 	}
 	ready := func(e expect) expect {
-		e.Ready, e.Reason, e.Progressing = condTrue, ReasonRolloutComplete, condFalse
+		e.Ready, e.Reason, e.Progressing = condTrue, v1alpha1.ReasonRolloutComplete, condFalse
 		return e
 	}
 	scaleV1 := func(n int32, why ScaleReason) []Scale {
@@ -630,7 +630,7 @@ func TestSunset(t *testing.T) {
 				setVersion(in, version("v3", inactive))
 				setDep(in, running("v3"))
 			}),
-			want: expect{Ready: condFalse, Reason: ReasonWaitingForPromotion, Progressing: condTrue, Requeue: time.Minute},
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue, Requeue: time.Minute},
 		},
 		"never registered and superseded: scaled down at once": {
 			in: with(base(), rolledOut, func(in *Input) { dropVersion(in, "v1") }),
@@ -639,7 +639,7 @@ func TestSunset(t *testing.T) {
 		},
 		"never registered, worker deployment missing in Temporal: kept": {
 			in:   with(base(), func(in *Input) { in.Temporal = &TemporalState{} }),
-			want: expect{Ready: condFalse, Reason: ReasonWaitingForPollers, Progressing: condTrue, Requeue: time.Second},
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPollers, Progressing: condTrue, Requeue: time.Second},
 		},
 		"never registered and scaled down for deleteDelay: deleted": {
 			in: with(base(), rolledOut, func(in *Input) {
@@ -662,7 +662,7 @@ func TestSunset(t *testing.T) {
 				in.Spec.TargetBuildID = "v3"
 				setDep(in, running("v3"))
 			}),
-			want: expect{Ready: condFalse, Reason: ReasonWaitingForPollers, Progressing: condTrue, Requeue: time.Second},
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPollers, Progressing: condTrue, Requeue: time.Second},
 		},
 		"inactive and newer than the target (spec went back): timed from its registration": {
 			in: with(base(), func(in *Input) { in.Spec.TargetBuildID = "v1" }),
@@ -685,7 +685,7 @@ func inactiveSuperseded(now time.Time) Input {
 }
 
 func TestReplicas(t *testing.T) {
-	promoted := expect{Routing: &Routing{Op: SetCurrent, BuildID: "v2"}, Ready: condFalse, Reason: ReasonWaitingForPromotion,
+	promoted := expect{Routing: &Routing{Op: SetCurrent, BuildID: "v2"}, Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion,
 		Progressing: condTrue, Requeue: time.Second}
 	withScale := func(e expect, s ...Scale) expect {
 		e.Scale = s
@@ -714,13 +714,13 @@ func TestReplicas(t *testing.T) {
 				setDep(in, scaledDown("v2", -time.Hour))
 			}),
 			want: expect{Scale: []Scale{{Name: "worker-v2", BuildID: "v2", Replicas: 1, Reason: ScaleRestore}},
-				Ready: condFalse, Reason: ReasonWaitingForPollers, Progressing: condTrue, Requeue: 30 * time.Second,
+				Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPollers, Progressing: condTrue, Requeue: 30 * time.Second,
 				Events: []string{EventScale}},
 		},
 		"spec.replicas 0 scales the target down and stops its rollout": {
 			in: with(base(), func(in *Input) { in.Spec.Replicas = ptr[int32](0) }),
 			want: expect{Scale: []Scale{{Name: "worker-v2", BuildID: "v2", Replicas: 0, Reason: ScaleToSpec}},
-				Ready: condFalse, Reason: ReasonWaitingForPollers, Progressing: condTrue, Requeue: 30 * time.Second,
+				Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPollers, Progressing: condTrue, Requeue: 30 * time.Second,
 				Events: []string{EventScale}},
 		},
 	})
@@ -735,7 +735,7 @@ func TestRequeueNearestDeadline(t *testing.T) {
 		setVersion(in, tv)
 		setDep(in, running("v0"))
 	})
-	check(t, in, expect{Ready: condFalse, Reason: ReasonRamping, Progressing: condTrue, Requeue: 30 * time.Second})
+	check(t, in, expect{Ready: condFalse, Reason: v1alpha1.ReasonRamping, Progressing: condTrue, Requeue: 30 * time.Second})
 }
 
 func TestVersionsForStatus(t *testing.T) {

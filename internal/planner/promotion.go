@@ -13,7 +13,7 @@ import (
 // the strategy. Manual skips the first step: people route by design there.
 func promote(v *view, p *plan) progress {
 	if msg := invalidRollout(v.in.Spec); msg != "" {
-		return blockedBecause(ReasonPlanGenerationFailed, msg)
+		return blockedBecause(v1alpha1.ReasonPlanGenerationFailed, msg)
 	}
 	manual := v.in.Spec.Strategy == v1alpha1.StrategyManual
 	if !manual && recentlyActive(v, v.target) {
@@ -21,8 +21,8 @@ func promote(v *view, p *plan) progress {
 			msg := fmt.Sprintf("version %s lost its traffic and the last routing change of worker deployment %s was made by %q; "+
 				"the controller does not undo changes made by others. Make version %s current yourself, or change spec.template to roll out a new version",
 				v.target, v.deploymentName(), who, v.target)
-			p.event(EventWarning, ReasonRoutingChangedExternally, msg)
-			return blockedBecause(ReasonRoutingChangedExternally, msg)
+			p.event(EventWarning, v1alpha1.ReasonRoutingChangedExternally, msg)
+			return blockedBecause(v1alpha1.ReasonRoutingChangedExternally, msg)
 		}
 		if wasCurrent(v, v.target) {
 			return makeCurrent(v, p, EventRolledBack, fmt.Sprintf(
@@ -38,7 +38,7 @@ func promote(v *view, p *plan) progress {
 	case v1alpha1.StrategyProgressive:
 		return progressive(v, p)
 	default: // Manual
-		return movingBecause(ReasonWaitingForPromotion, fmt.Sprintf(
+		return movingBecause(v1alpha1.ReasonWaitingForPromotion, fmt.Sprintf(
 			"spec.rollout.strategy is Manual: make version %s current with: temporal worker deployment set-current-version --deployment-name %s --build-id %s",
 			v.target, v.deploymentName(), v.target))
 	}
@@ -105,10 +105,10 @@ func makeCurrent(v *view, p *plan, reason, msg string) progress {
 	if r := v.temporal().RampingBuildID; r != "" && r != v.target {
 		m := fmt.Sprintf("removing the ramp of version %s before making version %s current", r, v.target)
 		p.route(Routing{Op: RemoveRamp}, EventRemoveRamp, m)
-		return movingBecause(ReasonWaitingForPromotion, m)
+		return movingBecause(v1alpha1.ReasonWaitingForPromotion, m)
 	}
 	p.route(Routing{Op: SetCurrent, BuildID: v.target}, reason, msg)
-	return movingBecause(ReasonWaitingForPromotion, fmt.Sprintf("making version %s current", v.target))
+	return movingBecause(v1alpha1.ReasonWaitingForPromotion, fmt.Sprintf("making version %s current", v.target))
 }
 
 // progressive walks the steps. The first version of a deployment (nothing
@@ -134,7 +134,7 @@ func progressive(v *view, p *plan) progress {
 	}
 	start, ok := rampStart(v)
 	if !ok {
-		return movingBecause(ReasonRamping, fmt.Sprintf(
+		return movingBecause(v1alpha1.ReasonRamping, fmt.Sprintf(
 			"ramping %d%% to %s; Temporal did not report when the ramp changed, so the pause cannot be timed", t.RampPercentage, v.target))
 	}
 	deadline := start.Add(steps[i].Pause)
@@ -144,7 +144,7 @@ func progressive(v *view, p *plan) progress {
 		if i+1 < len(steps) {
 			next = fmt.Sprintf("next step (%d%%)", steps[i+1].RampPercentage)
 		}
-		return movingBecause(ReasonRamping, fmt.Sprintf("ramping %d%% to %s, %s at %s",
+		return movingBecause(v1alpha1.ReasonRamping, fmt.Sprintf("ramping %d%% to %s, %s at %s",
 			t.RampPercentage, v.target, next, deadline.UTC().Format(time.RFC3339)))
 	}
 	if i+1 < len(steps) {
@@ -156,7 +156,7 @@ func progressive(v *view, p *plan) progress {
 func ramp(v *view, p *plan, pct int32) progress {
 	p.route(Routing{Op: SetRamp, BuildID: v.target, RampPercentage: pct}, EventRamp,
 		fmt.Sprintf("ramping %d%% of new workflows to version %s", pct, v.target))
-	return movingBecause(ReasonRamping, fmt.Sprintf("setting the ramp of version %s to %d%%", v.target, pct))
+	return movingBecause(v1alpha1.ReasonRamping, fmt.Sprintf("setting the ramp of version %s to %d%%", v.target, pct))
 }
 
 // rampStart is when the current ramp step began: the routing config's ramp

@@ -259,7 +259,7 @@ func TestSimulatedRollouts(t *testing.T) {
 	// the controller asks for it.
 	manualPromote := func(w *simWorld, last Result) {
 		b := w.spec.TargetBuildID
-		if v, ok := w.versions[b]; ok && v.HasPollers && last.Ready.Reason == ReasonWaitingForPromotion && w.temporal.CurrentBuildID != b {
+		if v, ok := w.versions[b]; ok && v.HasPollers && last.Ready.Reason == v1alpha1.ReasonWaitingForPromotion && w.temporal.CurrentBuildID != b {
 			w.setCurrent(b, "alice")
 		}
 	}
@@ -299,7 +299,7 @@ func TestSimulatedRollouts(t *testing.T) {
 			start := w.now
 			final := w.run()
 
-			if final.Ready.Reason != ReasonRolloutComplete || w.temporal.CurrentBuildID != "v2" {
+			if final.Ready.Reason != v1alpha1.ReasonRolloutComplete || w.temporal.CurrentBuildID != "v2" {
 				t.Errorf("ended with %+v, current %q", final.Ready, w.temporal.CurrentBuildID)
 			}
 			var ops []string

@@ -11,15 +11,15 @@ import (
 // hands over to promote. It returns the first thing the rollout waits on.
 func planTarget(v *view, p *plan) progress {
 	if v.target == "" {
-		return blockedBecause(ReasonPlanGenerationFailed, "the target build ID is empty; the controller could not compute it from spec.template")
+		return blockedBecause(v1alpha1.ReasonPlanGenerationFailed, "the target build ID is empty; the controller could not compute it from spec.template")
 	}
 	dep, exists := v.deps[v.target]
 	if exists {
 		syncTargetReplicas(v, p, dep)
 	} else {
 		if msg, full := tooManyVersions(v); full {
-			p.event(EventWarning, ReasonTooManyVersions, msg)
-			return blockedBecause(ReasonTooManyVersions, msg)
+			p.event(EventWarning, v1alpha1.ReasonTooManyVersions, msg)
+			return blockedBecause(v1alpha1.ReasonTooManyVersions, msg)
 		}
 		createTarget(v, p)
 	}
@@ -31,15 +31,15 @@ func planTarget(v *view, p *plan) progress {
 		return targetIsCurrent(v, p)
 	}
 	if !exists {
-		return movingBecause(ReasonWaitingForPollers, fmt.Sprintf("creating the Deployment of version %s", v.target))
+		return movingBecause(v1alpha1.ReasonWaitingForPollers, fmt.Sprintf("creating the Deployment of version %s", v.target))
 	}
 	if prog, waiting := waitForWorkers(v, p, dep); waiting {
 		return prog
 	}
 	if m := v.otherManager(); m != "" {
 		msg := managedByOtherMessage(v, m)
-		p.event(EventWarning, ReasonManagedByOtherIdentity, msg)
-		return blockedBecause(ReasonManagedByOtherIdentity, msg)
+		p.event(EventWarning, v1alpha1.ReasonManagedByOtherIdentity, msg)
+		return blockedBecause(v1alpha1.ReasonManagedByOtherIdentity, msg)
 	}
 	return promote(v, p)
 }
@@ -138,7 +138,7 @@ func temporalUnknown(v *view, p *plan) progress {
 	if e := v.in.TemporalError; e != nil && e.Reason != "" {
 		return blockedBecause(e.Reason, e.Message)
 	}
-	return blockedBecause(ReasonTemporalStateFetchFailed, fmt.Sprintf(
+	return blockedBecause(v1alpha1.ReasonTemporalStateFetchFailed, fmt.Sprintf(
 		"could not read worker deployment %s from Temporal; check spec.workerOptions and the TemporalConnection it names", v.deploymentName()))
 }
 
@@ -150,16 +150,16 @@ func waitForWorkers(v *view, p *plan, dep Deployment) (progress, bool) {
 		if v.in.Spec.Replicas == nil {
 			fix = "scale Deployment " + dep.Name + " up (or let its autoscaler do it)"
 		}
-		return movingBecause(ReasonWaitingForPollers, fmt.Sprintf(
+		return movingBecause(v1alpha1.ReasonWaitingForPollers, fmt.Sprintf(
 			"version %s has 0 replicas, so it cannot get traffic; %s", v.target, fix)), true
 	}
 	if dep.Replicas == 0 {
 		p.after(requeueWatch)
-		return movingBecause(ReasonWaitingForPollers, fmt.Sprintf("waiting for Deployment %s of version %s to scale up", dep.Name, v.target)), true
+		return movingBecause(v1alpha1.ReasonWaitingForPollers, fmt.Sprintf("waiting for Deployment %s of version %s to scale up", dep.Name, v.target)), true
 	}
 	if !dep.Available {
 		p.after(requeueWatch)
-		return movingBecause(ReasonWaitingForPollers, fmt.Sprintf(
+		return movingBecause(v1alpha1.ReasonWaitingForPollers, fmt.Sprintf(
 			"waiting for Deployment %s of version %s to become available; check its pods if this takes long", dep.Name, v.target)), true
 	}
 	tv, ok := v.tvs[v.target]
@@ -175,7 +175,7 @@ func waitForWorkers(v *view, p *plan, dep Deployment) (progress, bool) {
 		return progress{}, false
 	}
 	p.after(requeueTemporal)
-	return movingBecause(ReasonWaitingForPollers, msg), true
+	return movingBecause(v1alpha1.ReasonWaitingForPollers, msg), true
 }
 
 func managedByOtherMessage(v *view, manager string) string {

@@ -1,0 +1,38 @@
+package v1alpha1
+
+// Condition types of a TemporalWorkerDeployment. Ready and Progressing
+// follow the conventions kstatus, Helm, Argo CD and Flux understand.
+const (
+	// ConditionReady is True when the target version is current in Temporal.
+	ConditionReady = "Ready"
+	// ConditionProgressing is True while a rollout moves, False when it is
+	// done (RolloutComplete) or blocked (an error reason).
+	ConditionProgressing = "Progressing"
+)
+
+// Condition reasons. The error reasons appear on both Ready and Progressing.
+const (
+	ReasonRolloutComplete     = "RolloutComplete"
+	ReasonWaitingForPollers   = "WaitingForPollers"
+	ReasonWaitingForPromotion = "WaitingForPromotion"
+	ReasonRamping             = "Ramping"
+
+	ReasonTemporalConnectionNotFound   = "TemporalConnectionNotFound"
+	ReasonAuthSecretInvalid            = "AuthSecretInvalid"
+	ReasonTemporalClientCreationFailed = "TemporalClientCreationFailed"
+	ReasonTemporalStateFetchFailed     = "TemporalStateFetchFailed"
+	ReasonPlanGenerationFailed         = "PlanGenerationFailed"
+	ReasonPlanExecutionFailed          = "PlanExecutionFailed"
+
+	// ReasonTooManyVersions: Temporal's version limit is reached and the
+	// new version waits until older ones drain.
+	ReasonTooManyVersions = "TooManyVersions"
+	// ReasonManagedByOtherIdentity: another identity holds the worker
+	// deployment's manager role; the controller does not write routing.
+	ReasonManagedByOtherIdentity = "ManagedByOtherIdentity"
+	// ReasonRoutingChangedExternally: someone else changed routing away
+	// from the target; the controller leaves it as they set it.
+	ReasonRoutingChangedExternally = "RoutingChangedExternally"
+	// ReasonGateFailed: the gate workflow failed on the target version.
+	ReasonGateFailed = "GateFailed"
+)
