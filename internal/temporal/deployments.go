@@ -1,0 +1,511 @@
+package temporal
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	deploymentpb "go.temporal.io/api/deployment/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/planner"
+)
+
+// API wraps the Worker Deployment API and gate workflows of one namespace.
+// It uses the raw WorkflowService because the SDK's handle hides fields the
+// planner needs (manager identity, drainage and routing timestamps). Every
+// write carries the identity, so Temporal records us as last modifier.
+type API struct {
+	c         client.Client
+	namespace string
+	identity  string
+}
+
+// NewAPI wraps c, a client of namespace. identity is the controller's
+// Temporal identity (planner.Input.Identity).
+func NewAPI(c client.Client, namespace, identity string) *API {
+	return &API{c: c, namespace: namespace, identity: identity}
+}
+
+// Client is the wrapped SDK client.
+func (a *API) Client() client.Client { return a.c }
+
+// Identity is the identity writes carry.
+func (a *API) Identity() string { return a.identity }
+
+// Describe reads the worker deployment with one DescribeWorkerDeployment
+// call and returns it with its conflict token. A deployment no worker has
+// polled yet (or a deleted one) is Exists=false, not an error.
+//
+// Describe leaves TaskQueuesReady, HasPollers and UnversionedPollers unset:
+// the deployment description does not carry them. See DescribeVersion for
+// how to fill them with few calls.
+func (a *API) Describe(ctx context.Context, deploymentName string) (*planner.TemporalState, []byte, error) {
+	resp, err := a.c.WorkflowService().DescribeWorkerDeployment(ctx, &workflowservice.DescribeWorkerDeploymentRequest{
+		Namespace:      a.namespace,
+		DeploymentName: deploymentName,
+	})
+	if err != nil {
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return &planner.TemporalState{}, nil, nil
+		}
+		return nil, nil, wrapErr("Describe", deploymentName, "", err)
+	}
+	return stateFromInfo(resp.GetWorkerDeploymentInfo()), resp.GetConflictToken(), nil
+}
+
+func stateFromInfo(info *deploymentpb.WorkerDeploymentInfo) *planner.TemporalState {
+	rc := info.GetRoutingConfig()
+	s := &planner.TemporalState{
+		Exists:               true,
+		ManagerIdentity:      info.GetManagerIdentity(),
+		LastModifierIdentity: info.GetLastModifierIdentity(),
+		CurrentBuildID:       rc.GetCurrentDeploymentVersion().GetBuildId(),
+		RampingBuildID:       rc.GetRampingDeploymentVersion().GetBuildId(),
+	}
+	// A ramp to unversioned workers has no build ID; the planner has no
+	// way to express it, so it is reported as no ramp.
+	if s.RampingBuildID != "" {
+		s.RampPercentage = pct(rc.GetRampingVersionPercentage())
+		s.RampChangedAt = rc.GetRampingVersionPercentageChangedTime().AsTime()
+	}
+	for _, vs := range info.GetVersionSummaries() {
+		build := vs.GetDeploymentVersion().GetBuildId()
+		if build == "" {
+			continue
+		}
+		v := planner.TemporalVersion{
+			BuildID:       build,
+			Status:        versionStatus(vs.GetStatus(), build, s, vs.GetDrainageInfo()),
+			RegisteredAt:  timeOrZero(vs.GetCreateTime()),
+			CurrentSince:  timePtr(vs.GetCurrentSinceTime()),
+			RampingSince:  timePtr(vs.GetRampingSinceTime()),
+			LastCurrentAt: timePtr(vs.GetLastCurrentTime()),
+		}
+		if d := vs.GetDrainageInfo(); d.GetStatus() == enumspb.VERSION_DRAINAGE_STATUS_DRAINED {
+			v.DrainedSince = timePtr(d.GetLastChangedTime())
+		}
+		s.Versions = append(s.Versions, v)
+	}
+	slices.SortFunc(s.Versions, func(x, y planner.TemporalVersion) int {
+		return strings.Compare(x.BuildID, y.BuildID)
+	})
+	return s
+}
+
+// versionStatus maps Temporal's status. Servers before 1.28 leave it
+// unspecified; it is then derived from routing and drainage.
+func versionStatus(st enumspb.WorkerDeploymentVersionStatus, build string, s *planner.TemporalState, d *deploymentpb.VersionDrainageInfo) v1alpha1.VersionStatus {
+	switch st {
+	case enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_CURRENT:
+		return v1alpha1.VersionCurrent
+	case enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_RAMPING:
+		return v1alpha1.VersionRamping
+	case enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_DRAINING:
+		return v1alpha1.VersionDraining
+	case enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_DRAINED:
+		return v1alpha1.VersionDrained
+	case enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_INACTIVE,
+		// Created through the API and not polled yet: registered, no traffic.
+		enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_CREATED:
+		return v1alpha1.VersionInactive
+	}
+	switch {
+	case build == s.CurrentBuildID:
+		return v1alpha1.VersionCurrent
+	case build == s.RampingBuildID:
+		return v1alpha1.VersionRamping
+	case d.GetStatus() == enumspb.VERSION_DRAINAGE_STATUS_DRAINING:
+		return v1alpha1.VersionDraining
+	case d.GetStatus() == enumspb.VERSION_DRAINAGE_STATUS_DRAINED:
+		return v1alpha1.VersionDrained
+	}
+	return v1alpha1.VersionInactive
+}
+
+// TaskQueueType is the kind of a task queue a version polls.
+type TaskQueueType string
+
+const (
+	TaskQueueWorkflow TaskQueueType = "Workflow"
+	TaskQueueActivity TaskQueueType = "Activity"
+	TaskQueueNexus    TaskQueueType = "Nexus"
+)
+
+func taskQueueType(t enumspb.TaskQueueType) TaskQueueType {
+	switch t {
+	case enumspb.TASK_QUEUE_TYPE_WORKFLOW:
+		return TaskQueueWorkflow
+	case enumspb.TASK_QUEUE_TYPE_ACTIVITY:
+		return TaskQueueActivity
+	case enumspb.TASK_QUEUE_TYPE_NEXUS:
+		return TaskQueueNexus
+	}
+	return TaskQueueType(t.String())
+}
+
+// TaskQueue is one (name, type) a version's workers poll.
+type TaskQueue struct {
+	Name string
+	Type TaskQueueType
+}
+
+// Drainage is Temporal's drainage report for a version that is neither
+// current nor ramping.
+type Drainage struct {
+	// Status is VersionDraining or VersionDrained.
+	Status    v1alpha1.VersionStatus
+	ChangedAt time.Time
+	CheckedAt time.Time
+}
+
+// VersionDetail is one version as DescribeWorkerDeploymentVersion and the
+// task queues' poller lists report it.
+type VersionDetail struct {
+	BuildID   string
+	Status    v1alpha1.VersionStatus
+	CreatedAt time.Time
+	// TaskQueues the version's workers have registered, sorted.
+	TaskQueues []TaskQueue
+	// Drainage is nil while the version is current or ramping, or never
+	// was.
+	Drainage *Drainage
+	// HasPollers: a worker of this version polled one of its task queues
+	// within the server's poller history (matching.PollerHistoryTTL, 5m by
+	// default). Temporal refuses to delete a version while this is true.
+	HasPollers bool
+	// UnversionedPollers: unversioned workers poll one of these task queues.
+	UnversionedPollers bool
+}
+
+// TaskQueueNames are the distinct task queue names, sorted.
+func (d VersionDetail) TaskQueueNames() []string {
+	var names []string
+	for _, tq := range d.TaskQueues {
+		if !slices.Contains(names, tq.Name) {
+			names = append(names, tq.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// DescribeVersion describes one version: one DescribeWorkerDeploymentVersion,
+// plus one DescribeTaskQueue per distinct task queue name for the pollers
+// (the version description does not say whether anyone polls). A version
+// Temporal does not know is ErrNotFound.
+//
+// How the caller fills planner.TemporalVersion with the fewest calls, after
+// the one Describe per reconcile:
+//   - The target, while it is registered and not current (the planner
+//     checks its workers before every routing step): DescribeVersion(target)
+//     gives HasPollers; TaskQueuesReady is TaskQueuesReady(target, current)
+//     with current from DescribeVersionNoPollers of the current version (a
+//     zero VersionDetail when nothing is current); and when nothing is
+//     current, UnversionedPollers is the target's. That is 3 RPCs with one
+//     task queue name, 2 of them Worker Deployment reads. A caller may
+//     remember per build ID that both became true, to save them during a
+//     long ramp.
+//   - Versions about to be deleted (Drained or Inactive, not the target, no
+//     Kubernetes Deployment left): DescribeVersion for HasPollers.
+//   - Every other version: HasPollers=true and TaskQueuesReady=true, the
+//     safe side; the planner then neither deletes it nor waits on it.
+func (a *API) DescribeVersion(ctx context.Context, deploymentName, buildID string) (VersionDetail, error) {
+	return a.describeVersion(ctx, deploymentName, buildID, true)
+}
+
+// DescribeVersionNoPollers is DescribeVersion without the poller queries:
+// one RPC, and HasPollers and UnversionedPollers stay false. It is enough
+// for the current version's side of TaskQueuesReady.
+func (a *API) DescribeVersionNoPollers(ctx context.Context, deploymentName, buildID string) (VersionDetail, error) {
+	return a.describeVersion(ctx, deploymentName, buildID, false)
+}
+
+func (a *API) describeVersion(ctx context.Context, deploymentName, buildID string, pollers bool) (VersionDetail, error) {
+	resp, err := a.c.WorkflowService().DescribeWorkerDeploymentVersion(ctx, &workflowservice.DescribeWorkerDeploymentVersionRequest{
+		Namespace:         a.namespace,
+		DeploymentVersion: &deploymentpb.WorkerDeploymentVersion{DeploymentName: deploymentName, BuildId: buildID},
+	})
+	if err != nil {
+		return VersionDetail{}, wrapErr("DescribeVersion", deploymentName, buildID, err)
+	}
+	info := resp.GetWorkerDeploymentVersionInfo()
+	d := VersionDetail{BuildID: buildID, CreatedAt: timeOrZero(info.GetCreateTime())}
+	var routing planner.TemporalState
+	switch {
+	case info.GetCurrentSinceTime() != nil:
+		routing.CurrentBuildID = buildID
+	case info.GetRampingSinceTime() != nil:
+		routing.RampingBuildID = buildID
+	}
+	d.Status = versionStatus(info.GetStatus(), buildID, &routing, info.GetDrainageInfo())
+	if di := info.GetDrainageInfo(); di.GetStatus() != enumspb.VERSION_DRAINAGE_STATUS_UNSPECIFIED {
+		d.Drainage = &Drainage{
+			Status:    v1alpha1.VersionDraining,
+			ChangedAt: timeOrZero(di.GetLastChangedTime()),
+			CheckedAt: timeOrZero(di.GetLastCheckedTime()),
+		}
+		if di.GetStatus() == enumspb.VERSION_DRAINAGE_STATUS_DRAINED {
+			d.Drainage.Status = v1alpha1.VersionDrained
+		}
+	}
+	types := map[string][]enumspb.TaskQueueType{}
+	for _, tq := range resp.GetVersionTaskQueues() {
+		d.TaskQueues = append(d.TaskQueues, TaskQueue{Name: tq.GetName(), Type: taskQueueType(tq.GetType())})
+		types[tq.GetName()] = append(types[tq.GetName()], tq.GetType())
+	}
+	slices.SortFunc(d.TaskQueues, func(x, y TaskQueue) int {
+		return cmp.Or(strings.Compare(x.Name, y.Name), strings.Compare(string(x.Type), string(y.Type)))
+	})
+	if !pollers {
+		return d, nil
+	}
+	for _, name := range d.TaskQueueNames() {
+		versioned, unversioned, err := a.pollers(ctx, deploymentName, buildID, name, types[name])
+		if err != nil {
+			return VersionDetail{}, wrapErr("DescribeVersion", deploymentName, buildID, err)
+		}
+		d.HasPollers = d.HasPollers || versioned
+		d.UnversionedPollers = d.UnversionedPollers || unversioned
+	}
+	return d, nil
+}
+
+// pollers asks the task queue, across all its partitions, who polls it for
+// this version and unversioned. It is the query the server runs itself
+// before deleting a version (the "enhanced" DescribeTaskQueue mode, with
+// the version written "deployment:build" as build ID).
+func (a *API) pollers(ctx context.Context, deploymentName, buildID, taskQueue string, types []enumspb.TaskQueueType) (versioned, unversioned bool, err error) {
+	version := deploymentName + ":" + buildID
+	resp, err := a.c.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{
+		Namespace: a.namespace,
+		TaskQueue: &taskqueuepb.TaskQueue{Name: taskQueue, Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
+		//nolint:staticcheck // SA1019: the only way to list a version's pollers over all partitions.
+		ApiMode: enumspb.DESCRIBE_TASK_QUEUE_MODE_ENHANCED,
+		//nolint:staticcheck // SA1019: as above.
+		Versions:       &taskqueuepb.TaskQueueVersionSelection{BuildIds: []string{version}, Unversioned: true},
+		TaskQueueTypes: types,
+		ReportPollers:  true,
+	})
+	if err != nil {
+		return false, false, err
+	}
+	//nolint:staticcheck // SA1019: as above.
+	for key, vi := range resp.GetVersionsInfo() {
+		for _, ti := range vi.GetTypesInfo() {
+			for _, p := range ti.GetPollers() {
+				isVersioned := p.GetDeploymentOptions().GetWorkerVersioningMode() == enumspb.WORKER_VERSIONING_MODE_VERSIONED
+				switch {
+				case key == version && isVersioned:
+					versioned = true
+				case key == "" && !isVersioned:
+					unversioned = true
+				}
+			}
+		}
+	}
+	return versioned, unversioned, nil
+}
+
+// TaskQueuesReady: the target polls at least one task queue, and every
+// (name, type) of the current version. Temporal refuses to make a version
+// current or ramping otherwise ("missing active task queues from the
+// current version"; it does skip queues that have gone idle, which this
+// check does not know, so it may wait where Temporal would not). With no
+// current version, pass a zero current.
+func TaskQueuesReady(target, current VersionDetail) bool {
+	if len(target.TaskQueues) == 0 {
+		return false
+	}
+	for _, tq := range current.TaskQueues {
+		if !slices.Contains(target.TaskQueues, tq) {
+			return false
+		}
+	}
+	return true
+}
+
+// SetCurrent makes buildID current and returns the new conflict token.
+// Temporal clears the ramp if buildID was ramping.
+func (a *API) SetCurrent(ctx context.Context, deploymentName, buildID string, token []byte) ([]byte, error) {
+	resp, err := a.c.WorkflowService().SetWorkerDeploymentCurrentVersion(ctx, &workflowservice.SetWorkerDeploymentCurrentVersionRequest{
+		Namespace:      a.namespace,
+		DeploymentName: deploymentName,
+		BuildId:        buildID,
+		ConflictToken:  token,
+		Identity:       a.identity,
+	})
+	if err != nil {
+		return nil, wrapErr("SetCurrent", deploymentName, buildID, err)
+	}
+	return resp.GetConflictToken(), nil
+}
+
+// SetRamp ramps percent of new workflows to buildID, replacing any ramp.
+func (a *API) SetRamp(ctx context.Context, deploymentName, buildID string, percent int32, token []byte) ([]byte, error) {
+	if buildID == "" {
+		// An empty build ID with a percentage ramps to unversioned workers.
+		return nil, &Error{Op: "SetRamp", Deployment: deploymentName, Kind: ErrRefused, Err: errors.New("no build ID given")}
+	}
+	return a.setRamp(ctx, "SetRamp", deploymentName, buildID, percent, token)
+}
+
+// RemoveRamp removes the ramp, whatever version it is on.
+func (a *API) RemoveRamp(ctx context.Context, deploymentName string, token []byte) ([]byte, error) {
+	// No build ID and 0% is how the API spells "no ramp".
+	return a.setRamp(ctx, "RemoveRamp", deploymentName, "", 0, token)
+}
+
+func (a *API) setRamp(ctx context.Context, op, deploymentName, buildID string, percent int32, token []byte) ([]byte, error) {
+	resp, err := a.c.WorkflowService().SetWorkerDeploymentRampingVersion(ctx, &workflowservice.SetWorkerDeploymentRampingVersionRequest{
+		Namespace:      a.namespace,
+		DeploymentName: deploymentName,
+		BuildId:        buildID,
+		Percentage:     float32(percent),
+		ConflictToken:  token,
+		Identity:       a.identity,
+	})
+	if err != nil {
+		return nil, wrapErr(op, deploymentName, buildID, err)
+	}
+	return resp.GetConflictToken(), nil
+}
+
+// Route applies one planner routing write.
+func (a *API) Route(ctx context.Context, deploymentName string, r planner.Routing, token []byte) ([]byte, error) {
+	switch r.Op {
+	case planner.SetCurrent:
+		return a.SetCurrent(ctx, deploymentName, r.BuildID, token)
+	case planner.SetRamp:
+		return a.SetRamp(ctx, deploymentName, r.BuildID, r.RampPercentage, token)
+	case planner.RemoveRamp:
+		return a.RemoveRamp(ctx, deploymentName, token)
+	}
+	return nil, &Error{Op: "Route", Deployment: deploymentName, Kind: ErrRefused, Err: errors.New("unknown routing op " + string(r.Op))}
+}
+
+// BecomeManager sets the worker deployment's manager identity to ours, so
+// that other identities' routing writes are refused.
+func (a *API) BecomeManager(ctx context.Context, deploymentName string, token []byte) ([]byte, error) {
+	resp, err := a.c.WorkflowService().SetWorkerDeploymentManager(ctx, &workflowservice.SetWorkerDeploymentManagerRequest{
+		Namespace:          a.namespace,
+		DeploymentName:     deploymentName,
+		NewManagerIdentity: &workflowservice.SetWorkerDeploymentManagerRequest_Self{Self: true},
+		ConflictToken:      token,
+		Identity:           a.identity,
+	})
+	if err != nil {
+		return nil, wrapErr("BecomeManager", deploymentName, "", err)
+	}
+	return resp.GetConflictToken(), nil
+}
+
+// DeleteVersion deletes a version. It never skips drainage: Temporal
+// refuses (ErrVersionInUse) while the version is current, ramping,
+// draining or polled.
+func (a *API) DeleteVersion(ctx context.Context, deploymentName, buildID string) error {
+	_, err := a.c.WorkflowService().DeleteWorkerDeploymentVersion(ctx, &workflowservice.DeleteWorkerDeploymentVersionRequest{
+		Namespace:         a.namespace,
+		DeploymentVersion: &deploymentpb.WorkerDeploymentVersion{DeploymentName: deploymentName, BuildId: buildID},
+		Identity:          a.identity,
+	})
+	return wrapErr("DeleteVersion", deploymentName, buildID, err)
+}
+
+// DeleteDeployment deletes a worker deployment that has no versions left.
+func (a *API) DeleteDeployment(ctx context.Context, deploymentName string) error {
+	_, err := a.c.WorkflowService().DeleteWorkerDeployment(ctx, &workflowservice.DeleteWorkerDeploymentRequest{
+		Namespace:      a.namespace,
+		DeploymentName: deploymentName,
+		Identity:       a.identity,
+	})
+	return wrapErr("DeleteDeployment", deploymentName, "", err)
+}
+
+// DeploymentSummary is what ListWorkerDeployments tells about one worker
+// deployment: enough to notice routing changes and new versions without
+// describing each.
+type DeploymentSummary struct {
+	Name           string
+	CreatedAt      time.Time
+	CurrentBuildID string
+	RampingBuildID string
+	RampPercentage int32
+	// RoutingChangedAt is the latest change of the current version, the
+	// ramping version or its percentage.
+	RoutingChangedAt time.Time
+	// LatestBuildID is the most recently registered version.
+	LatestBuildID   string
+	LatestCreatedAt time.Time
+}
+
+// ListDeployments walks every page of ListWorkerDeployments. Temporal
+// serves it from visibility, so it lags writes by up to a second or so and
+// does not show drainage: describe deployments that have draining versions
+// or pending writes, and use the list only to skip the idle ones.
+func (a *API) ListDeployments(ctx context.Context) (map[string]DeploymentSummary, error) {
+	out := map[string]DeploymentSummary{}
+	var page []byte
+	for {
+		resp, err := a.c.WorkflowService().ListWorkerDeployments(ctx, &workflowservice.ListWorkerDeploymentsRequest{
+			Namespace:     a.namespace,
+			PageSize:      1000,
+			NextPageToken: page,
+		})
+		if err != nil {
+			return nil, wrapErr("ListDeployments", "", "", err)
+		}
+		for _, d := range resp.GetWorkerDeployments() {
+			rc := d.GetRoutingConfig()
+			s := DeploymentSummary{
+				Name:            d.GetName(),
+				CreatedAt:       timeOrZero(d.GetCreateTime()),
+				CurrentBuildID:  rc.GetCurrentDeploymentVersion().GetBuildId(),
+				RampingBuildID:  rc.GetRampingDeploymentVersion().GetBuildId(),
+				LatestBuildID:   d.GetLatestVersionSummary().GetDeploymentVersion().GetBuildId(),
+				LatestCreatedAt: timeOrZero(d.GetLatestVersionSummary().GetCreateTime()),
+			}
+			if s.RampingBuildID != "" {
+				s.RampPercentage = pct(rc.GetRampingVersionPercentage())
+			}
+			for _, t := range []*timestamppb.Timestamp{rc.GetCurrentVersionChangedTime(), rc.GetRampingVersionChangedTime(), rc.GetRampingVersionPercentageChangedTime()} {
+				if t := timeOrZero(t); t.After(s.RoutingChangedAt) {
+					s.RoutingChangedAt = t
+				}
+			}
+			out[s.Name] = s
+		}
+		page = resp.GetNextPageToken()
+		if len(page) == 0 {
+			return out, nil
+		}
+	}
+}
+
+func pct(f float32) int32 { return int32(math.Round(float64(f))) }
+
+func timeOrZero(t *timestamppb.Timestamp) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.AsTime()
+}
+
+func timePtr(t *timestamppb.Timestamp) *time.Time {
+	if t == nil {
+		return nil
+	}
+	v := t.AsTime()
+	return &v
+}

@@ -1,0 +1,122 @@
+package temporal
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"go.temporal.io/api/serviceerror"
+)
+
+// Sentinel errors the controller branches on, with errors.Is. The
+// underlying serviceerror stays reachable with errors.As.
+var (
+	// ErrConflict: the conflict token is stale; someone changed the worker
+	// deployment since it was described. Describe again and re-plan.
+	ErrConflict = errors.New("the worker deployment changed since it was described (stale conflict token)")
+	// ErrManagedByOther: another identity is the manager, so Temporal
+	// refuses our writes. errors.As to *Error gives the Manager.
+	ErrManagedByOther = errors.New("the worker deployment is managed by another identity")
+	// ErrNotFound: the worker deployment, version or workflow does not exist.
+	ErrNotFound = errors.New("not found in Temporal")
+	// ErrMissingTaskQueues: the version does not poll the task queues it
+	// needs yet: every task queue of the current version (to become current
+	// or ramping), or the gate's task queue (to pin a gate to it; the task
+	// queue learns of a new version a moment after the worker deployment
+	// does). Retry after a short wait.
+	ErrMissingTaskQueues = errors.New("the version does not poll the task queues it needs yet")
+	// ErrVersionInUse: a version cannot be deleted because it is current,
+	// ramping, draining or still polled.
+	ErrVersionInUse = errors.New("the version is still in use")
+	// ErrRefused: another failed precondition; the message says which.
+	ErrRefused = errors.New("refused by Temporal")
+)
+
+// Error is a failed Temporal call. Kind is one of the sentinels, or nil
+// for errors the controller only retries (unavailable, rate limited, ...).
+type Error struct {
+	Op         string // the wrapper method, e.g. "SetCurrent"
+	Deployment string
+	BuildID    string
+	Kind       error
+	// Manager is the identity that manages the worker deployment, when
+	// Kind is ErrManagedByOther and the server named it.
+	Manager string
+	Err     error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Op)
+	if e.Deployment != "" {
+		fmt.Fprintf(&b, " worker deployment %s", e.Deployment)
+	}
+	if e.BuildID != "" {
+		fmt.Fprintf(&b, " version %s", e.BuildID)
+	}
+	b.WriteString(": ")
+	if e.Kind != nil {
+		b.WriteString(e.Kind.Error())
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Err.Error())
+	return b.String()
+}
+
+// Unwrap gives both the sentinel and the cause to errors.Is and errors.As.
+func (e *Error) Unwrap() []error {
+	if e.Kind == nil {
+		return []error{e.Err}
+	}
+	return []error{e.Kind, e.Err}
+}
+
+// The server's texts (service/worker/workerdeployment/util.go and
+// workflow.go in go.temporal.io/server 1.32): all these refusals arrive as
+// FailedPrecondition, so the message tells them apart.
+var managerRE = regexp.MustCompile(`ManagerIdentity '([^']*)' is set and does not match`)
+
+func wrapErr(op, deployment, buildID string, err error) error {
+	if err == nil {
+		return nil
+	}
+	e := &Error{Op: op, Deployment: deployment, BuildID: buildID, Err: err}
+	var (
+		fp       *serviceerror.FailedPrecondition
+		nf       *serviceerror.NotFound
+		nsNF     *serviceerror.NamespaceNotFound
+		started  *serviceerror.WorkflowExecutionAlreadyStarted
+		internal *serviceerror.Internal
+	)
+	switch {
+	case errors.As(err, &nf):
+		e.Kind = ErrNotFound
+	case errors.As(err, &fp):
+		msg := fp.Error()
+		switch {
+		case strings.Contains(msg, "conflict token"):
+			e.Kind = ErrConflict
+		case managerRE.MatchString(msg):
+			e.Kind = ErrManagedByOther
+			e.Manager = managerRE.FindStringSubmatch(msg)[1]
+		case strings.Contains(msg, "missing active task queues"),
+			strings.Contains(msg, "is not present in task queue"):
+			e.Kind = ErrMissingTaskQueues
+		case strings.Contains(msg, "cannot be deleted since"):
+			e.Kind = ErrVersionInUse
+		default:
+			e.Kind = ErrRefused
+		}
+	case errors.As(err, &nsNF), errors.As(err, &started):
+		// Not a worker deployment's absence: callers must not read these
+		// as "does not exist".
+	case errors.As(err, &internal):
+		// Version workflow refusals that are not mapped to a code reach us
+		// as Internal with the same texts.
+		if strings.Contains(internal.Error(), "cannot be deleted since") {
+			e.Kind = ErrVersionInUse
+		}
+	}
+	return e
+}

@@ -1,0 +1,164 @@
+package temporal
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/rainbow-deploy/rainbow/internal/planner"
+)
+
+// maxGateMessage bounds what a gate's result or failure puts in a
+// condition message.
+const maxGateMessage = 1024
+
+// GateWorkflowID is the gate's workflow ID for a version. It is a pure
+// function of its arguments, so a restarted controller finds the run it
+// started. The deployment name is hashed: it may be long and hold any
+// character.
+func GateWorkflowID(deploymentName, buildID string) string {
+	h := sha256.Sum256([]byte(deploymentName))
+	return "rainbow-gate-" + hex.EncodeToString(h[:8]) + "-" + buildID
+}
+
+// StartGate starts the gate workflow pinned to the version, so it runs on
+// that build's workers whatever the routing says. input is the workflow's
+// single argument as JSON, or nil for none. Starting again returns the
+// existing run, running or closed: a gate runs once per version (until
+// Temporal's retention removes the closed run).
+func (a *API) StartGate(ctx context.Context, deploymentName, buildID, taskQueue, workflowType string, input []byte) (workflowID, runID string, err error) {
+	workflowID = GateWorkflowID(deploymentName, buildID)
+	var args []any
+	if input != nil {
+		if !json.Valid(input) {
+			return workflowID, "", &Error{Op: "StartGate", Deployment: deploymentName, BuildID: buildID, Kind: ErrRefused, Err: errors.New("gate input is not valid JSON")}
+		}
+		// Passed through as is, so the controller needs no Go type for it.
+		args = append(args, converter.NewRawValue(&commonpb.Payload{
+			Metadata: map[string][]byte{converter.MetadataEncoding: []byte(converter.MetadataEncodingJSON)},
+			Data:     input,
+		}))
+	}
+	run, err := a.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:        workflowID,
+		TaskQueue: taskQueue,
+		// A running gate is joined; a closed one is not run again.
+		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		VersioningOverride: &client.PinnedVersioningOverride{
+			Version: worker.WorkerDeploymentVersion{DeploymentName: deploymentName, BuildID: buildID},
+		},
+	}, workflowType, args...)
+	if err == nil {
+		return workflowID, run.GetRunID(), nil
+	}
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if !errors.As(err, &started) {
+		return workflowID, "", wrapErr("StartGate", deploymentName, buildID, err)
+	}
+	if started.RunId != "" {
+		return workflowID, started.RunId, nil
+	}
+	desc, err := a.c.DescribeWorkflowExecution(ctx, workflowID, "")
+	if err != nil {
+		return workflowID, "", wrapErr("StartGate", deploymentName, buildID, err)
+	}
+	return workflowID, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(), nil
+}
+
+// GateStatus is a gate run as the planner's GateRun needs it.
+type GateStatus struct {
+	Phase planner.GatePhase
+	// Message is the result (Succeeded) or the failure (Failed).
+	Message string
+	RunID   string
+	// BuildID is the version the run is on, as Temporal reports it.
+	BuildID string
+}
+
+// GateResult reads the latest run of a gate: one DescribeWorkflowExecution,
+// and for a closed run one history read for its result or failure. An
+// unknown workflow is ErrNotFound.
+func (a *API) GateResult(ctx context.Context, workflowID string) (GateStatus, error) {
+	desc, err := a.c.DescribeWorkflowExecution(ctx, workflowID, "")
+	if err != nil {
+		return GateStatus{}, wrapErr("GateResult", "", "", err)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	gs := GateStatus{
+		RunID:   info.GetExecution().GetRunId(),
+		BuildID: info.GetVersioningInfo().GetDeploymentVersion().GetBuildId(),
+	}
+	switch info.GetStatus() {
+	// Describe without a run ID follows continue-as-new to the latest run;
+	// a paused run is not closed.
+	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW,
+		enumspb.WORKFLOW_EXECUTION_STATUS_PAUSED:
+		gs.Phase = planner.GateRunning
+		return gs, nil
+	}
+	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		gs.Phase = planner.GateSucceeded
+		// The result only decorates the message; one that is not JSON
+		// (say, raw bytes) still means success.
+		var result json.RawMessage
+		if err := a.c.GetWorkflow(ctx, workflowID, gs.RunID).Get(ctx, &result); err == nil {
+			gs.Message = resultText(result)
+		}
+		return gs, nil
+	}
+	err = a.c.GetWorkflow(ctx, workflowID, gs.RunID).Get(ctx, nil)
+	if ctx.Err() != nil {
+		return GateStatus{}, wrapErr("GateResult", "", "", ctx.Err())
+	}
+	if err == nil {
+		// Closed, not completed, yet no error: should not happen.
+		err = fmt.Errorf("workflow closed with status %s", info.GetStatus())
+	}
+	gs.Phase = planner.GateFailed
+	gs.Message = truncate(failureText(info.GetStatus(), err))
+	return gs, nil
+}
+
+// resultText shows a string result unquoted and anything else as JSON.
+func resultText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return truncate(s)
+	}
+	return truncate(string(raw))
+}
+
+// failureText is the innermost meaningful message: the workflow's own
+// error for a failure, else the kind of ending.
+func failureText(st enumspb.WorkflowExecutionStatus, err error) string {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return app.Message()
+	}
+	var wee *temporal.WorkflowExecutionError
+	if errors.As(err, &wee) && errors.Unwrap(wee) != nil {
+		err = errors.Unwrap(wee)
+	}
+	return fmt.Sprintf("gate workflow %s: %v", strings.ToLower(st.String()), err)
+}
+
+func truncate(s string) string {
+	if len(s) <= maxGateMessage {
+		return s
+	}
+	return s[:maxGateMessage] + "…"
+}

@@ -1,0 +1,97 @@
+package temporal
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"go.temporal.io/api/serviceerror"
+)
+
+func TestTaskQueuesReady(t *testing.T) {
+	wf := TaskQueue{Name: "q", Type: TaskQueueWorkflow}
+	act := TaskQueue{Name: "q", Type: TaskQueueActivity}
+	other := TaskQueue{Name: "q2", Type: TaskQueueWorkflow}
+	vd := func(tqs ...TaskQueue) VersionDetail { return VersionDetail{TaskQueues: tqs} }
+	cases := []struct {
+		name            string
+		target, current VersionDetail
+		want            bool
+	}{
+		{"nothing registered", vd(), vd(), false},
+		{"first version, one type", vd(wf), vd(), true},
+		{"same queues", vd(wf, act), vd(act, wf), true},
+		{"activity type not registered yet", vd(wf), vd(wf, act), false},
+		{"extra queue is fine", vd(wf, act, other), vd(wf, act), true},
+		{"queue dropped", vd(other), vd(wf), false},
+		{"target has none while current has some", vd(), vd(wf), false},
+	}
+	for _, tc := range cases {
+		if got := TaskQueuesReady(tc.target, tc.current); got != tc.want {
+			t.Errorf("%s: TaskQueuesReady = %t, want %t", tc.name, got, tc.want)
+		}
+	}
+}
+
+// The messages are the server's own (go.temporal.io/server 1.32,
+// service/worker/workerdeployment/util.go and workflow.go).
+func TestWrapErr(t *testing.T) {
+	cases := []struct {
+		err     error
+		kind    error
+		manager string
+	}{
+		{serviceerror.NewFailedPrecondition("conflict token mismatch"), ErrConflict, ""},
+		{serviceerror.NewFailedPrecondition(fmt.Sprintf("ManagerIdentity '%s' is set and does not match user identity '%s'; to proceed, set your own identity as the ManagerIdentity, remove the ManagerIdentity, or wait for the other client to do so", "rainbow/ctl", "me")), ErrManagedByOther, "rainbow/ctl"},
+		{serviceerror.NewFailedPrecondition("proposed ramping version 'd:v2' is missing active task queues from the current version; these would become unversioned if it is set as the ramping version"), ErrMissingTaskQueues, ""},
+		{serviceerror.NewFailedPrecondition("Pinned version 'd:v2' is not present in task queue 'q' of type 'Workflow'"), ErrMissingTaskQueues, ""},
+		{serviceerror.NewFailedPrecondition("version 'd:v1' cannot be deleted since it has active pollers"), ErrVersionInUse, ""},
+		{serviceerror.NewInternal("version 'd:v1' cannot be deleted since it is draining"), ErrVersionInUse, ""},
+		{serviceerror.NewFailedPrecondition("something new"), ErrRefused, ""},
+		{serviceerror.NewNotFound("no Worker Deployment found with name 'd'"), ErrNotFound, ""},
+		{serviceerror.NewUnavailable("down"), nil, ""},
+		{serviceerror.NewNamespaceNotFound("ns"), nil, ""},
+	}
+	sentinels := []error{ErrConflict, ErrManagedByOther, ErrNotFound, ErrMissingTaskQueues, ErrVersionInUse, ErrRefused}
+	for _, tc := range cases {
+		err := wrapErr("Op", "d", "v1", tc.err)
+		for _, s := range sentinels {
+			if got, want := errors.Is(err, s), s == tc.kind; got != want {
+				t.Errorf("%v: errors.Is(%v) = %t, want %t", tc.err, s, got, want)
+			}
+		}
+		var e *Error
+		if !errors.As(err, &e) || e.Manager != tc.manager {
+			t.Errorf("%v: manager = %+v, want %q", tc.err, e, tc.manager)
+		}
+		// The cause stays reachable.
+		if !errors.Is(err, tc.err) {
+			t.Errorf("%v: cause lost", tc.err)
+		}
+	}
+	if wrapErr("Op", "", "", nil) != nil {
+		t.Error("nil error wrapped")
+	}
+}
+
+func TestShortMethod(t *testing.T) {
+	if got := shortMethod("/temporal.api.workflowservice.v1.WorkflowService/DescribeWorkerDeployment"); got != "DescribeWorkerDeployment" {
+		t.Errorf("shortMethod = %q", got)
+	}
+	if got := shortMethod("Plain"); got != "Plain" {
+		t.Errorf("shortMethod = %q", got)
+	}
+}
+
+func TestGateWorkflowID(t *testing.T) {
+	a, b := GateWorkflowID("ns/orders", "v2"), GateWorkflowID("ns/orders", "v2")
+	if a != b {
+		t.Fatal("not deterministic")
+	}
+	if a == GateWorkflowID("ns/orders2", "v2") || a == GateWorkflowID("ns/orders", "v3") {
+		t.Fatal("collides")
+	}
+	if want := "rainbow-gate-"; a[:len(want)] != want || a[len(a)-3:] != "-v2" {
+		t.Fatalf("id = %q", a)
+	}
+}
