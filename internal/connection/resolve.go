@@ -1,0 +1,102 @@
+// Package connection turns a TemporalConnection and the Secrets it names
+// into what the controller dials with and what it injects into workers.
+// Both controllers use it, so they agree on what a connection means.
+package connection
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/planner"
+	"github.com/rainbow-deploy/rainbow/internal/temporal"
+	"github.com/rainbow-deploy/rainbow/internal/workload"
+)
+
+// Resolved is a usable connection to one Temporal namespace.
+type Resolved struct {
+	Object *v1alpha1.TemporalConnection
+	// Params dial the controller's own client.
+	Params temporal.ConnectionParams
+	// Workers is what versioned Deployments get injected.
+	Workers workload.Connection
+}
+
+// Resolve reads the TemporalConnection name in namespace and its Secrets.
+// A problem that the user must fix (missing object or Secret, bad
+// credentials) is returned as a Problem with a condition reason; err is
+// only for failures to read from the API server.
+func Resolve(ctx context.Context, c client.Reader, namespace, name, temporalNamespace string, now time.Time) (*Resolved, *planner.Problem, error) {
+	var conn v1alpha1.TemporalConnection
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &conn); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &planner.Problem{
+				Reason: v1alpha1.ReasonTemporalConnectionNotFound,
+				Message: fmt.Sprintf("TemporalConnection %s not found in namespace %s: create it, or fix spec.workerOptions.connectionRef.name",
+					name, namespace),
+			}, nil
+		}
+		return nil, nil, fmt.Errorf("get TemporalConnection %s: %w", name, err)
+	}
+	if !conn.DeletionTimestamp.IsZero() {
+		return nil, &planner.Problem{
+			Reason:  v1alpha1.ReasonTemporalConnectionNotFound,
+			Message: fmt.Sprintf("TemporalConnection %s is being deleted; point spec.workerOptions.connectionRef.name at another one", name),
+		}, nil
+	}
+	var tlsSecret, apiKeySecret *corev1.Secret
+	var err error
+	if ref := conn.Spec.MutualTLSSecretRef; ref != nil {
+		if tlsSecret, err = secret(ctx, c, namespace, ref.Name); err != nil {
+			return nil, nil, err
+		}
+	}
+	if ref := conn.Spec.APIKeySecretRef; ref != nil {
+		if apiKeySecret, err = secret(ctx, c, namespace, ref.Name); err != nil {
+			return nil, nil, err
+		}
+	}
+	params, prob := temporal.ParamsFromSecrets(conn.Spec, temporalNamespace, tlsSecret, apiKeySecret, now)
+	if prob != nil {
+		prob.Message = fmt.Sprintf("TemporalConnection %s: %s", name, prob.Message)
+		return nil, prob, nil
+	}
+	return &Resolved{
+		Object: &conn,
+		Params: params,
+		Workers: workload.Connection{
+			Address:         conn.Spec.HostPort,
+			MutualTLSSecret: secretName(conn.Spec.MutualTLSSecretRef),
+			HasCA:           len(params.CA) > 0,
+			APIKey:          conn.Spec.APIKeySecretRef,
+			ServerName:      conn.Spec.TLSServerName,
+			// Env from Secrets and mounted files are read at pod start:
+			// a rotation must roll the pods.
+			CredentialsVersion: params.Key()[:16],
+		},
+	}, nil, nil
+}
+
+func secret(ctx context.Context, c client.Reader, namespace, name string) (*corev1.Secret, error) {
+	var s corev1.Secret
+	err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &s)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get Secret %s: %w", name, err)
+	}
+	return &s, nil
+}
+
+func secretName(ref *v1alpha1.SecretReference) string {
+	if ref == nil {
+		return ""
+	}
+	return ref.Name
+}
