@@ -35,4 +35,19 @@ const (
 	ReasonRoutingChangedExternally = "RoutingChangedExternally"
 	// ReasonGateFailed: the gate workflow failed on the target version.
 	ReasonGateFailed = "GateFailed"
+	// ReasonDeleting: the TemporalWorkerDeployment is being deleted and the
+	// controller is removing its versions from Temporal.
+	ReasonDeleting = "Deleting"
+)
+
+// Reasons of a TemporalConnection's Ready condition. A connection that
+// cannot be used reports ReasonAuthSecretInvalid or
+// ReasonTemporalClientCreationFailed.
+const (
+	// ReasonReachable: the server answered a health check with the
+	// configured credentials.
+	ReasonReachable = "Reachable"
+	// ReasonDeletionBlocked: the connection is being deleted but
+	// TemporalWorkerDeployments still name it.
+	ReasonDeletionBlocked = "DeletionBlocked"
 )

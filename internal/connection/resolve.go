@@ -43,12 +43,9 @@ func Resolve(ctx context.Context, c client.Reader, namespace, name, temporalName
 		}
 		return nil, nil, fmt.Errorf("get TemporalConnection %s: %w", name, err)
 	}
-	if !conn.DeletionTimestamp.IsZero() {
-		return nil, &planner.Problem{
-			Reason:  v1alpha1.ReasonTemporalConnectionNotFound,
-			Message: fmt.Sprintf("TemporalConnection %s is being deleted; point spec.workerOptions.connectionRef.name at another one", name),
-		}, nil
-	}
+	// A connection being deleted stays usable: its finalizer holds it
+	// until no TemporalWorkerDeployment names it, and their own cleanup
+	// needs it.
 	var tlsSecret, apiKeySecret *corev1.Secret
 	var err error
 	if ref := conn.Spec.MutualTLSSecretRef; ref != nil {

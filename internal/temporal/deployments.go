@@ -423,6 +423,19 @@ func (a *API) DeleteVersion(ctx context.Context, deploymentName, buildID string)
 	return wrapErr("DeleteVersion", deploymentName, buildID, err)
 }
 
+// DeleteVersionSkipDrainage deletes a version even while it drains, for
+// a worker deployment that is being removed. Temporal still refuses while
+// the version is current, ramping or polled.
+func (a *API) DeleteVersionSkipDrainage(ctx context.Context, deploymentName, buildID string) error {
+	_, err := a.c.WorkflowService().DeleteWorkerDeploymentVersion(ctx, &workflowservice.DeleteWorkerDeploymentVersionRequest{
+		Namespace:         a.namespace,
+		DeploymentVersion: &deploymentpb.WorkerDeploymentVersion{DeploymentName: deploymentName, BuildId: buildID},
+		SkipDrainage:      true,
+		Identity:          a.identity,
+	})
+	return wrapErr("DeleteVersion", deploymentName, buildID, err)
+}
+
 // DeleteDeployment deletes a worker deployment that has no versions left.
 func (a *API) DeleteDeployment(ctx context.Context, deploymentName string) error {
 	_, err := a.c.WorkflowService().DeleteWorkerDeployment(ctx, &workflowservice.DeleteWorkerDeploymentRequest{

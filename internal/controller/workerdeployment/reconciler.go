@@ -5,23 +5,48 @@ package workerdeployment
 
 import (
 	"context"
+	"fmt"
+	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
-	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/planner"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
+)
 
-	"sigs.k8s.io/controller-runtime/pkg/builder"
+// Finalizer holds a TWD until its versions are gone from Temporal.
+const Finalizer = "temporal.io/worker-deployment-cleanup"
+
+// connectionIndex indexes TWDs by the TemporalConnection they name.
+const connectionIndex = "spec.workerOptions.connectionRef.name"
+
+const (
+	// retryConflict: a write lost a race; the next observation is fresh.
+	retryConflict = time.Second
+	// retryFailed: an action failed; try again without hammering.
+	retryFailed = 5 * time.Second
 )
 
 // Reconciler reconciles TemporalWorkerDeployments.
 type Reconciler struct {
-	Client   ctrl.Client
+	Client   client.Client
 	Pool     *temporal.Pool
 	Recorder events.EventRecorder
 	Clock    clock.PassiveClock
@@ -30,16 +55,167 @@ type Reconciler struct {
 	MaxVersions int
 }
 
-// SetupWithManager registers the reconciler and its watches.
+// +kubebuilder:rbac:groups=temporal.io,resources=temporalworkerdeployments,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=temporal.io,resources=temporalworkerdeployments/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=temporal.io,resources=temporalworkerdeployments/finalizers,verbs=update
+// +kubebuilder:rbac:groups=temporal.io,resources=temporalconnections,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// SetupWithManager registers the reconciler and its watches: its TWDs,
+// their Deployments, and the connections and Secrets they use.
 func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
+	err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.TemporalWorkerDeployment{}, connectionIndex,
+		func(o client.Object) []string {
+			return []string{o.(*v1alpha1.TemporalWorkerDeployment).Spec.WorkerOptions.ConnectionRef.Name}
+		})
+	if err != nil {
+		return err
+	}
 	return builder.ControllerManagedBy(mgr).
 		For(&v1alpha1.TemporalWorkerDeployment{}).
 		Owns(&appsv1.Deployment{}).
+		Watches(&v1alpha1.TemporalConnection{}, handler.EnqueueRequestsFromMapFunc(r.usersOfConnection)).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.usersOfSecret)).
 		Named("temporalworkerdeployment").
 		Complete(r)
 }
 
-// Reconcile runs one observe, plan, act pass.
+func (r *Reconciler) usersOfConnection(ctx context.Context, o client.Object) []reconcile.Request {
+	var list v1alpha1.TemporalWorkerDeploymentList
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{connectionIndex: o.GetName()}); err != nil {
+		logf.FromContext(ctx).Error(err, "list TemporalWorkerDeployments of a connection", "connection", o.GetName())
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, t := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&t)})
+	}
+	return reqs
+}
+
+// usersOfSecret maps a Secret to the TWDs whose connection names it.
+func (r *Reconciler) usersOfSecret(ctx context.Context, o client.Object) []reconcile.Request {
+	var conns v1alpha1.TemporalConnectionList
+	if err := r.Client.List(ctx, &conns, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range conns.Items {
+		s := conns.Items[i].Spec
+		if (s.MutualTLSSecretRef != nil && s.MutualTLSSecretRef.Name == o.GetName()) ||
+			(s.APIKeySecretRef != nil && s.APIKeySecretRef.Name == o.GetName()) {
+			reqs = append(reqs, r.usersOfConnection(ctx, &conns.Items[i])...)
+		}
+	}
+	return reqs
+}
+
+// Reconcile runs one observe, plan, act pass and writes status once.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	return reconcile.Result{}, nil
+	var twd v1alpha1.TemporalWorkerDeployment
+	if err := r.Client.Get(ctx, req.NamespacedName, &twd); err != nil {
+		if apierrors.IsNotFound(err) {
+			forgetMetrics(req.Namespace, req.Name)
+			r.Pool.Forget(ownerKey(&v1alpha1.TemporalWorkerDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name}}))
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, err
+	}
+	if !twd.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, &twd)
+	}
+	if !controllerutil.ContainsFinalizer(&twd, Finalizer) {
+		patched := twd.DeepCopy()
+		controllerutil.AddFinalizer(patched, Finalizer)
+		if err := r.Client.Patch(ctx, patched, client.MergeFromWithOptions(&twd, client.MergeFromWithOptimisticLock{})); err != nil {
+			return reconcile.Result{}, err
+		}
+		twd = *patched
+	}
+
+	now := r.Clock.Now()
+	o, err := r.observe(ctx, &twd, now)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	res := planner.Plan(o.input)
+	out := r.act(ctx, o, res, now)
+	r.recordEvents(o, res)
+
+	requeue := res.RequeueAfter
+	if out.retrySoon {
+		requeue = min(requeue, retryConflict)
+	}
+	if len(out.failed) > 0 {
+		msg := joinErrors(out.failed)
+		logf.FromContext(ctx).Error(fmt.Errorf("%s", msg), "applying the plan failed")
+		r.event(&twd, corev1.EventTypeWarning, eventActionFailed, "%s", msg)
+		failed := planner.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonPlanExecutionFailed,
+			Message: msg + "; the controller retries, and the Deployment and Temporal stay as they were for the failed steps"}
+		res.Ready, res.Progressing = failed, failed
+		requeue = min(requeue, retryFailed)
+	}
+	before := twd.Status.Conditions
+	status := newStatus(twd.Status, twd.Generation, res, out.gate, taskQueues(o), now)
+	if err := r.writeStatus(ctx, &twd, status); err != nil {
+		return reconcile.Result{}, err
+	}
+	observeRollout(&twd, before, res, now)
+	return reconcile.Result{RequeueAfter: requeue}, nil
+}
+
+// writeStatus patches status if it changed.
+func (r *Reconciler) writeStatus(ctx context.Context, twd *v1alpha1.TemporalWorkerDeployment, st v1alpha1.TemporalWorkerDeploymentStatus) error {
+	if equality.Semantic.DeepEqual(twd.Status, st) {
+		return nil
+	}
+	patched := twd.DeepCopy()
+	patched.Status = st
+	if err := r.Client.Status().Patch(ctx, patched, client.MergeFrom(twd)); err != nil {
+		return fmt.Errorf("write status: %w", err)
+	}
+	*twd = *patched
+	return nil
+}
+
+// recordEvents emits the plan's events. Warnings describe a blocked state
+// that lasts many reconciles, so they are only emitted when the Ready
+// condition changes; actions are emitted each time they happen.
+func (r *Reconciler) recordEvents(o *observation, res planner.Result) {
+	old := meta.FindStatusCondition(o.twd.Status.Conditions, v1alpha1.ConditionReady)
+	changed := old == nil || old.Reason != res.Ready.Reason || old.Message != res.Ready.Message
+	for _, e := range res.Events {
+		if e.Type == planner.EventWarning && !changed {
+			continue
+		}
+		if e.Reason == planner.EventCreateDeployment && o.conn == nil {
+			continue // not created: the connection is unusable, and Ready says so
+		}
+		r.event(o.twd, e.Type, e.Reason, "%s", e.Message)
+	}
+}
+
+func (r *Reconciler) event(obj runtime.Object, typ, reason, format string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(obj, nil, typ, reason, reason, format, args...)
+	}
+}
+
+// taskQueues are the task queue names of the versions described this pass.
+func taskQueues(o *observation) map[string][]string {
+	out := make(map[string][]string, len(o.details))
+	for b, d := range o.details {
+		out[b] = d.TaskQueueNames()
+	}
+	return out
+}
+
+func joinErrors(errs []error) string {
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return strings.Join(msgs, "; ")
 }

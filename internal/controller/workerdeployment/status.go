@@ -13,7 +13,8 @@ import (
 // newStatus turns a plan into the TWD's status. What the plan cannot know
 // (a version's status while Temporal is unreachable, when a version was
 // first healthy) is carried over from the previous status.
-func newStatus(old v1alpha1.TemporalWorkerDeploymentStatus, generation int64, res planner.Result, gate *v1alpha1.GateStatus, now time.Time) v1alpha1.TemporalWorkerDeploymentStatus {
+// taskQueues holds the task queues of versions described this pass.
+func newStatus(old v1alpha1.TemporalWorkerDeploymentStatus, generation int64, res planner.Result, gate *v1alpha1.GateStatus, taskQueues map[string][]string, now time.Time) v1alpha1.TemporalWorkerDeploymentStatus {
 	previous := map[string]v1alpha1.WorkerVersion{}
 	for _, v := range append([]*v1alpha1.WorkerVersion{old.TargetVersion, old.CurrentVersion, old.RampingVersion}, ptrs(old.DeprecatedVersions)...) {
 		if v != nil {
@@ -27,6 +28,9 @@ func newStatus(old v1alpha1.TemporalWorkerDeploymentStatus, generation int64, re
 	}
 	for _, pv := range res.Versions {
 		wv := workerVersion(pv, previous[pv.BuildID], now)
+		if tq, ok := taskQueues[pv.BuildID]; ok {
+			wv.TaskQueues = tq
+		}
 		switch {
 		case pv.Target:
 			st.TargetVersion = &wv

@@ -24,7 +24,7 @@ func TestNewStatusPlacesVersions(t *testing.T) {
 		Ready:       planner.Condition{Status: metav1.ConditionFalse, Reason: planner.ReasonRamping, Message: "ramping"},
 		Progressing: planner.Condition{Status: metav1.ConditionTrue, Reason: planner.ReasonRamping, Message: "ramping"},
 	}
-	st := newStatus(v1alpha1.TemporalWorkerDeploymentStatus{}, 7, res, nil, t0)
+	st := newStatus(v1alpha1.TemporalWorkerDeploymentStatus{}, 7, res, nil, nil, t0)
 	if st.TargetVersion.BuildID != "v2" || *st.TargetVersion.RampPercentage != 20 || st.CurrentVersion.BuildID != "v1" {
 		t.Fatalf("target/current = %+v / %+v", st.TargetVersion, st.CurrentVersion)
 	}
@@ -50,7 +50,7 @@ func TestNewStatusKeepsLastKnownWhenTemporalIsUnknown(t *testing.T) {
 		Ready:       planner.Condition{Status: metav1.ConditionFalse, Reason: planner.ReasonTemporalStateFetchFailed, Message: "x"},
 		Progressing: planner.Condition{Status: metav1.ConditionFalse, Reason: planner.ReasonTemporalStateFetchFailed, Message: "x"},
 	}
-	st := newStatus(old, 1, res, nil, t0)
+	st := newStatus(old, 1, res, nil, nil, t0)
 	if st.TargetVersion.Status != v1alpha1.VersionCurrent || !st.TargetVersion.HealthySince.Equal(&healthy) {
 		t.Fatalf("target = %+v", st.TargetVersion)
 	}
@@ -62,10 +62,10 @@ func TestNewStatusKeepsLastKnownWhenTemporalIsUnknown(t *testing.T) {
 func TestConditionTransitionTimeKeptWhileStatusHolds(t *testing.T) {
 	cond := planner.Condition{Status: metav1.ConditionTrue, Reason: planner.ReasonRolloutComplete, Message: "done"}
 	res := planner.Result{Ready: cond, Progressing: planner.Condition{Status: metav1.ConditionFalse, Reason: planner.ReasonRolloutComplete, Message: "done"}}
-	first := newStatus(v1alpha1.TemporalWorkerDeploymentStatus{}, 1, res, nil, t0)
+	first := newStatus(v1alpha1.TemporalWorkerDeploymentStatus{}, 1, res, nil, nil, t0)
 	before := meta.FindStatusCondition(first.Conditions, v1alpha1.ConditionReady).LastTransitionTime
 	time.Sleep(1100 * time.Millisecond)
-	second := newStatus(first, 2, res, nil, t0.Add(time.Minute))
+	second := newStatus(first, 2, res, nil, nil, t0.Add(time.Minute))
 	after := meta.FindStatusCondition(second.Conditions, v1alpha1.ConditionReady)
 	if !after.LastTransitionTime.Equal(&before) || after.ObservedGeneration != 2 {
 		t.Fatalf("transition time moved or generation stale: %+v", after)

@@ -1,0 +1,239 @@
+package workerdeployment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/planner"
+	"github.com/rainbow-deploy/rainbow/internal/temporal"
+	"github.com/rainbow-deploy/rainbow/internal/workload"
+)
+
+// Event reasons for what the executor does beyond the plan.
+const (
+	eventUpdateConnection = "UpdateConnection"
+	eventActionFailed     = v1alpha1.ReasonPlanExecutionFailed
+)
+
+// outcome is how applying a plan went.
+type outcome struct {
+	// failed are errors the user should see (PlanExecutionFailed).
+	failed []error
+	// retrySoon: a write lost a race (conflict) and is retried shortly;
+	// the plan's conditions still describe the state.
+	retrySoon bool
+	gate      *v1alpha1.GateStatus
+}
+
+func (o *outcome) fail(err error) { o.failed = append(o.failed, err) }
+
+// act applies a plan. Kubernetes steps come first; Temporal steps only run
+// when a client exists. Each step is idempotent, so a failed reconcile is
+// simply repeated.
+func (r *Reconciler) act(ctx context.Context, o *observation, res planner.Result, now time.Time) outcome {
+	out := outcome{gate: o.gate}
+	touched := map[string]bool{}
+
+	if c := res.CreateDeployment; c != nil && o.conn != nil {
+		if err := r.createDeployment(ctx, o, c); err != nil {
+			out.fail(err)
+		}
+	}
+	for _, s := range res.Scale {
+		touched[s.BuildID] = true
+		if d := o.deployments[s.BuildID]; d != nil {
+			r.kubeErr(&out, scaleDeployment(ctx, r.Client, d, s, now))
+		}
+	}
+	for _, del := range res.DeleteDeployments {
+		touched[del.BuildID] = true
+		if d := o.deployments[del.BuildID]; d != nil {
+			r.kubeErr(&out, deleteDeployment(ctx, r.Client, d))
+		}
+	}
+	if o.conn != nil {
+		for build, d := range o.deployments {
+			if !touched[build] {
+				r.kubeErr(&out, r.syncConnection(ctx, o, d))
+			}
+		}
+	}
+
+	if o.api != nil && o.input.Temporal != nil {
+		r.actTemporal(ctx, o, res, &out)
+	}
+	return out
+}
+
+// kubeErr sorts a Kubernetes write error: a conflict means our observation
+// was stale, which the next reconcile fixes.
+func (r *Reconciler) kubeErr(out *outcome, err error) {
+	switch {
+	case err == nil:
+	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+		out.retrySoon = true
+	default:
+		out.fail(err)
+	}
+}
+
+func (r *Reconciler) createDeployment(ctx context.Context, o *observation, c *planner.CreateDeployment) error {
+	d := workload.NewDeployment(o.twd, identity(o, c.BuildID), o.conn.Workers, ptr.To(c.Replicas))
+	err := r.Client.Create(ctx, d)
+	if apierrors.IsAlreadyExists(err) {
+		// Same name, not ours (ownedDeployments did not list it): say so
+		// rather than adopt someone else's Deployment.
+		return fmt.Errorf("Deployment %s already exists and is not owned by this TemporalWorkerDeployment: rename or delete it", d.Name)
+	}
+	if err != nil {
+		return fmt.Errorf("create Deployment %s: %w", d.Name, err)
+	}
+	return nil
+}
+
+// syncConnection rolls a changed connection (address, credentials) to a
+// running version. The build ID stays: the workflow code did not change.
+func (r *Reconciler) syncConnection(ctx context.Context, o *observation, d *appsv1.Deployment) error {
+	build := d.Labels[workload.LabelBuildID]
+	tpl := d.Spec.Template.DeepCopy()
+	workload.ApplyConnection(tpl, identity(o, build), o.conn.Workers)
+	key := workload.AnnotationConnectionHash
+	if tpl.Annotations[key] == d.Spec.Template.Annotations[key] {
+		return nil
+	}
+	patched := d.DeepCopy()
+	patched.Spec.Template = *tpl
+	if err := r.Client.Patch(ctx, patched, client.MergeFromWithOptions(d, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("update the connection settings of Deployment %s: %w", d.Name, err)
+	}
+	r.event(o.twd, corev1.EventTypeNormal, eventUpdateConnection,
+		"rolling Deployment %s of version %s to the changed TemporalConnection %s", d.Name, build, o.conn.Object.Name)
+	return nil
+}
+
+func identity(o *observation, build string) workload.Identity {
+	return workload.Identity{
+		TemporalNamespace: o.twd.Spec.WorkerOptions.TemporalNamespace,
+		DeploymentName:    o.deploymentName,
+		BuildID:           build,
+	}
+}
+
+// actTemporal writes routing (after taking the manager role if needed),
+// starts the gate and deletes retired versions.
+func (r *Reconciler) actTemporal(ctx context.Context, o *observation, res planner.Result, out *outcome) {
+	token := o.token
+	routable := true
+	if res.BecomeManager {
+		t, err := o.api.BecomeManager(ctx, o.deploymentName, token)
+		if err != nil {
+			routable = false
+			temporalErr(out, err)
+		} else {
+			token = t
+		}
+	}
+	if res.Routing != nil && routable {
+		if _, err := o.api.Route(ctx, o.deploymentName, *res.Routing, token); err != nil {
+			temporalErr(out, err)
+		}
+	}
+	if g := res.StartGate; g != nil {
+		if err := r.startGate(ctx, o, g, out); err != nil {
+			out.fail(err)
+		}
+	}
+	for _, b := range res.DeleteTemporalVersions {
+		err := o.api.DeleteVersion(ctx, o.deploymentName, b)
+		if errors.Is(err, temporal.ErrVersionInUse) || errors.Is(err, temporal.ErrNotFound) {
+			// Temporal's own check is the last word: a poller or workflow
+			// appeared since we looked. Nothing to do.
+			logf.FromContext(ctx).Info("Temporal kept a version", "buildID", b, "why", err.Error())
+			continue
+		}
+		temporalErr(out, err)
+	}
+}
+
+// temporalErr sorts a Temporal write error. Lost races and refusals that
+// the next observation explains (someone took the manager role, a task
+// queue is missing) are retried without raising an error condition.
+func temporalErr(out *outcome, err error) {
+	switch {
+	case err == nil:
+	case errors.Is(err, temporal.ErrConflict), errors.Is(err, temporal.ErrManagedByOther), errors.Is(err, temporal.ErrMissingTaskQueues):
+		out.retrySoon = true
+	default:
+		out.fail(err)
+	}
+}
+
+// startGate starts the gate workflow pinned to the target, on its first
+// workflow task queue.
+func (r *Reconciler) startGate(ctx context.Context, o *observation, g *planner.StartGate, out *outcome) error {
+	var queue string
+	for _, tq := range o.details[g.BuildID].TaskQueues {
+		if tq.Type == temporal.TaskQueueWorkflow {
+			queue = tq.Name
+			break
+		}
+	}
+	if queue == "" {
+		return fmt.Errorf("cannot start gate workflow %s: version %s polls no workflow task queue", g.WorkflowType, g.BuildID)
+	}
+	input, err := gateInput(ctx, r.Client, o.twd)
+	if err != nil {
+		return err
+	}
+	id, run, err := o.api.StartGate(ctx, o.deploymentName, g.BuildID, queue, g.WorkflowType, input)
+	if err != nil {
+		return err
+	}
+	out.gate = &v1alpha1.GateStatus{BuildID: g.BuildID, WorkflowID: id, RunID: run, Result: string(planner.GateRunning)}
+	return nil
+}
+
+// gateInput is the gate's JSON input from the spec, a ConfigMap or a Secret.
+func gateInput(ctx context.Context, c client.Reader, twd *v1alpha1.TemporalWorkerDeployment) ([]byte, error) {
+	g := twd.Spec.Rollout.Gate
+	switch {
+	case g.Input != nil:
+		return g.Input.Raw, nil
+	case g.InputFrom == nil:
+		return nil, nil
+	case g.InputFrom.ConfigMapKeyRef != nil:
+		ref := g.InputFrom.ConfigMapKeyRef
+		var cm corev1.ConfigMap
+		if err := c.Get(ctx, client.ObjectKey{Namespace: twd.Namespace, Name: ref.Name}, &cm); err != nil {
+			return nil, fmt.Errorf("spec.rollout.gate.inputFrom.configMapKeyRef: get ConfigMap %s: %w", ref.Name, err)
+		}
+		if v, ok := cm.Data[ref.Key]; ok {
+			return []byte(v), nil
+		}
+		if v, ok := cm.BinaryData[ref.Key]; ok {
+			return v, nil
+		}
+		return nil, fmt.Errorf("spec.rollout.gate.inputFrom.configMapKeyRef: ConfigMap %s has no key %q", ref.Name, ref.Key)
+	default:
+		ref := g.InputFrom.SecretKeyRef
+		var s corev1.Secret
+		if err := c.Get(ctx, client.ObjectKey{Namespace: twd.Namespace, Name: ref.Name}, &s); err != nil {
+			return nil, fmt.Errorf("spec.rollout.gate.inputFrom.secretKeyRef: get Secret %s: %w", ref.Name, err)
+		}
+		v, ok := s.Data[ref.Key]
+		if !ok {
+			return nil, fmt.Errorf("spec.rollout.gate.inputFrom.secretKeyRef: Secret %s has no key %q", ref.Name, ref.Key)
+		}
+		return v, nil
+	}
+}

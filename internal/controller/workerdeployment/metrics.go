@@ -1,0 +1,77 @@
+package workerdeployment
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/planner"
+)
+
+var (
+	rollouts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rainbow_rollouts_total",
+		Help: "Rollouts that ended, by outcome: complete (the target became current) or blocked (by the reason that stopped it).",
+	}, []string{"outcome"})
+	rolloutDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "rainbow_rollout_duration_seconds",
+		Help:    "Time from the start of a rollout (Progressing turned True) to its target becoming current.",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 16),
+	})
+	rampPercentage = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "rainbow_ramp_percentage",
+		Help: "Share of new workflows ramped to the target version, 0 when nothing ramps.",
+	}, []string{"namespace", "name"})
+	versionsByStatus = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "rainbow_versions",
+		Help: "Versions of each TemporalWorkerDeployment by status.",
+	}, []string{"namespace", "name", "status"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(rollouts, rolloutDuration, rampPercentage, versionsByStatus)
+}
+
+var allStatuses = []v1alpha1.VersionStatus{
+	v1alpha1.VersionNotRegistered, v1alpha1.VersionInactive, v1alpha1.VersionRamping,
+	v1alpha1.VersionCurrent, v1alpha1.VersionDraining, v1alpha1.VersionDrained,
+}
+
+// observeRollout updates the metrics from the old status and the new plan.
+func observeRollout(twd *v1alpha1.TemporalWorkerDeployment, before []metav1.Condition, res planner.Result, now time.Time) {
+	counts := map[v1alpha1.VersionStatus]float64{}
+	var ramp float64
+	for _, v := range res.Versions {
+		counts[v.Status]++
+		if v.Target && v.RampPercentage != nil {
+			ramp = float64(*v.RampPercentage)
+		}
+	}
+	for _, s := range allStatuses {
+		versionsByStatus.WithLabelValues(twd.Namespace, twd.Name, string(s)).Set(counts[s])
+	}
+	rampPercentage.WithLabelValues(twd.Namespace, twd.Name).Set(ramp)
+
+	prev := meta.FindStatusCondition(before, v1alpha1.ConditionProgressing)
+	if prev == nil || prev.Status != metav1.ConditionTrue || res.Progressing.Status != metav1.ConditionFalse {
+		return // only the end of a moving rollout counts
+	}
+	if res.Progressing.Reason == v1alpha1.ReasonRolloutComplete {
+		rollouts.WithLabelValues("complete").Inc()
+		rolloutDuration.Observe(now.Sub(prev.LastTransitionTime.Time).Seconds())
+		return
+	}
+	rollouts.WithLabelValues("blocked:" + res.Progressing.Reason).Inc()
+}
+
+// forgetMetrics drops the series of a deleted TWD.
+func forgetMetrics(namespace, name string) {
+	rampPercentage.DeleteLabelValues(namespace, name)
+	for _, s := range allStatuses {
+		versionsByStatus.DeleteLabelValues(namespace, name, string(s))
+	}
+}

@@ -1,0 +1,220 @@
+package workerdeployment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/buildid"
+	"github.com/rainbow-deploy/rainbow/internal/connection"
+	"github.com/rainbow-deploy/rainbow/internal/planner"
+	"github.com/rainbow-deploy/rainbow/internal/temporal"
+)
+
+// observation is everything one reconcile knows, gathered before deciding.
+type observation struct {
+	twd            *v1alpha1.TemporalWorkerDeployment
+	deploymentName string
+	targetBuildID  string
+	deployments    map[string]*appsv1.Deployment
+	// conn is nil when the connection could not be resolved.
+	conn *connection.Resolved
+	// api is nil when no client could be made.
+	api *temporal.API
+	// token is the worker deployment's conflict token from Describe.
+	token []byte
+	// details are the versions described in this pass, by build ID.
+	details map[string]temporal.VersionDetail
+	// gate is the gate run of the target, as status should show it.
+	gate  *v1alpha1.GateStatus
+	input planner.Input
+}
+
+// DeploymentName is the Temporal worker deployment name of a TWD.
+func DeploymentName(twd *v1alpha1.TemporalWorkerDeployment) string {
+	if n := twd.Spec.WorkerOptions.DeploymentName; n != "" {
+		return n
+	}
+	return twd.Namespace + "/" + twd.Name
+}
+
+// observe reads Kubernetes, then Temporal. A Temporal problem is not an
+// error: it becomes input.TemporalError and the planner plays safe. The
+// error return is for failures to read from the API server.
+func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDeployment, now time.Time) (*observation, error) {
+	o := &observation{
+		twd:            twd,
+		deploymentName: DeploymentName(twd),
+		targetBuildID:  buildid.Generate(&twd.Spec.Template),
+		details:        map[string]temporal.VersionDetail{},
+	}
+	deps, err := ownedDeployments(ctx, r.Client, twd)
+	if err != nil {
+		return nil, fmt.Errorf("list Deployments: %w", err)
+	}
+	o.deployments = deps
+	o.input = planner.Input{
+		Now:            now,
+		Identity:       r.Pool.Identity(),
+		DeploymentName: o.deploymentName,
+		Spec:           plannerSpec(twd, o.targetBuildID, r.MaxVersions),
+	}
+	for _, d := range deps {
+		o.input.Deployments = append(o.input.Deployments, plannerDeployment(d))
+	}
+
+	conn, prob, err := connection.Resolve(ctx, r.Client, twd.Namespace, twd.Spec.WorkerOptions.ConnectionRef.Name,
+		twd.Spec.WorkerOptions.TemporalNamespace, now)
+	if err != nil {
+		return nil, err
+	}
+	if prob != nil {
+		o.input.TemporalError = prob
+		return o, nil
+	}
+	o.conn = conn
+	c, err := r.Pool.Get(ctx, ownerKey(twd), conn.Params)
+	if err != nil {
+		o.input.TemporalError = &planner.Problem{
+			Reason: v1alpha1.ReasonTemporalClientCreationFailed,
+			Message: fmt.Sprintf("cannot connect to Temporal at %s (namespace %s) with TemporalConnection %s: %v; check its hostPort, TLS settings and that the namespace exists",
+				conn.Params.HostPort, conn.Params.Namespace, conn.Object.Name, err),
+		}
+		return o, nil
+	}
+	o.api = temporal.NewAPI(c, conn.Params.Namespace, r.Pool.Identity())
+	if err := r.observeTemporal(ctx, o); err != nil {
+		o.input.Temporal = nil
+		o.input.TemporalError = &planner.Problem{
+			Reason: v1alpha1.ReasonTemporalStateFetchFailed,
+			Message: fmt.Sprintf("could not read worker deployment %s from Temporal at %s: %v; the controller keeps every version running and retries",
+				o.deploymentName, conn.Params.HostPort, err),
+		}
+	}
+	return o, nil
+}
+
+// observeTemporal describes the worker deployment, then only the versions
+// the planner must know more about. See temporal.API.DescribeVersion for
+// which versions need which fields; every other version gets the safe
+// values (polled, ready), so the planner neither deletes nor waits on it.
+func (r *Reconciler) observeTemporal(ctx context.Context, o *observation) error {
+	state, token, err := o.api.Describe(ctx, o.deploymentName)
+	if err != nil {
+		return err
+	}
+	o.token = token
+	o.input.Temporal = state
+	for i := range state.Versions {
+		state.Versions[i].HasPollers = true
+		state.Versions[i].TaskQueuesReady = true
+	}
+	for i := range state.Versions {
+		v := &state.Versions[i]
+		switch {
+		case v.BuildID == o.targetBuildID && state.CurrentBuildID != v.BuildID:
+			if err := r.describeTarget(ctx, o, v); err != nil {
+				return err
+			}
+		case v.BuildID != o.targetBuildID && o.deployments[v.BuildID] == nil &&
+			(v.Status == v1alpha1.VersionDrained || v.Status == v1alpha1.VersionInactive):
+			d, err := o.api.DescribeVersion(ctx, o.deploymentName, v.BuildID)
+			if err != nil {
+				return err
+			}
+			o.details[v.BuildID] = d
+			v.HasPollers = d.HasPollers
+		}
+	}
+	return r.observeGate(ctx, o)
+}
+
+// describeTarget fills what the planner checks before routing to the
+// target: its pollers, and that it polls every task queue of the current
+// version (Temporal refuses the routing change otherwise).
+func (r *Reconciler) describeTarget(ctx context.Context, o *observation, v *planner.TemporalVersion) error {
+	target, err := o.api.DescribeVersion(ctx, o.deploymentName, v.BuildID)
+	if err != nil {
+		return err
+	}
+	o.details[v.BuildID] = target
+	var current temporal.VersionDetail
+	if cur := o.input.Temporal.CurrentBuildID; cur != "" {
+		if current, err = o.api.DescribeVersionNoPollers(ctx, o.deploymentName, cur); err != nil {
+			return err
+		}
+	} else {
+		o.input.Temporal.UnversionedPollers = target.UnversionedPollers
+	}
+	v.HasPollers = target.HasPollers
+	v.TaskQueuesReady = temporal.TaskQueuesReady(target, current)
+	return nil
+}
+
+// observeGate finds the gate run of the target. A finished run recorded in
+// status is final (a gate runs once per version), so it costs no RPC.
+func (r *Reconciler) observeGate(ctx context.Context, o *observation) error {
+	g := o.twd.Spec.Rollout.Gate
+	if g == nil {
+		return nil
+	}
+	if prev := o.twd.Status.Gate; prev != nil && prev.BuildID == o.targetBuildID {
+		o.gate = prev.DeepCopy()
+		if prev.Result == string(planner.GateSucceeded) || prev.Result == string(planner.GateFailed) {
+			o.input.Gate = &planner.GateRun{BuildID: prev.BuildID, Phase: planner.GatePhase(prev.Result), Message: prev.Message}
+			return nil
+		}
+	}
+	if _, registered := o.details[o.targetBuildID]; !registered {
+		return nil // current, or no worker polled yet: no gate to ask about
+	}
+	id := temporal.GateWorkflowID(o.deploymentName, o.targetBuildID)
+	res, err := o.api.GateResult(ctx, id)
+	if errors.Is(err, temporal.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	o.input.Gate = &planner.GateRun{BuildID: o.targetBuildID, Phase: res.Phase, Message: res.Message}
+	o.gate = &v1alpha1.GateStatus{BuildID: o.targetBuildID, WorkflowID: id, RunID: res.RunID, Result: string(res.Phase), Message: res.Message}
+	return nil
+}
+
+// plannerSpec is the part of the spec the rollout rules read. Defaults
+// match the CRD's, for objects written before a default existed.
+func plannerSpec(twd *v1alpha1.TemporalWorkerDeployment, target string, maxVersions int) planner.Spec {
+	s := planner.Spec{
+		TargetBuildID:  target,
+		Replicas:       twd.Spec.Replicas,
+		Strategy:       twd.Spec.Rollout.Strategy,
+		ScaledownDelay: time.Hour,
+		DeleteDelay:    24 * time.Hour,
+		MaxVersions:    maxVersions,
+	}
+	if s.Strategy == "" {
+		s.Strategy = v1alpha1.StrategyAllAtOnce
+	}
+	for _, st := range twd.Spec.Rollout.Steps {
+		s.Steps = append(s.Steps, planner.Step{RampPercentage: st.RampPercentage, Pause: st.PauseDuration.Duration})
+	}
+	if g := twd.Spec.Rollout.Gate; g != nil {
+		s.GateWorkflowType = g.WorkflowType
+	}
+	if d := twd.Spec.Sunset.ScaledownDelay; d != nil {
+		s.ScaledownDelay = d.Duration
+	}
+	if d := twd.Spec.Sunset.DeleteDelay; d != nil {
+		s.DeleteDelay = d.Duration
+	}
+	return s
+}
+
+// ownerKey names the TWD's client in the pool.
+func ownerKey(twd *v1alpha1.TemporalWorkerDeployment) string {
+	return "twd/" + twd.Namespace + "/" + twd.Name
+}
