@@ -98,7 +98,7 @@ func (r *Reconciler) finalize(ctx context.Context, conn *v1alpha1.TemporalConnec
 		return nil
 	}
 	var users v1alpha1.TemporalWorkerDeploymentList
-	if err := r.Client.List(ctx, &users, client.InNamespace(conn.Namespace), client.MatchingFields{ConnectionRefField: conn.Name}); err != nil {
+	if err := r.Client.List(ctx, &users, client.InNamespace(conn.Namespace), client.MatchingFields{connection.WorkerDeploymentsByConnection: conn.Name}); err != nil {
 		return fmt.Errorf("list TemporalWorkerDeployments using TemporalConnection %s: %w", conn.Name, err)
 	}
 	if len(users.Items) > 0 {

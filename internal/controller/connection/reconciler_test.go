@@ -1,0 +1,230 @@
+package connection
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/connection"
+	"github.com/rainbow-deploy/rainbow/internal/temporal"
+)
+
+type fixture struct {
+	r            *Reconciler
+	events       *events.FakeRecorder
+	clock        *clocktesting.FakeClock
+	statusWrites int
+}
+
+func newFixture(t *testing.T, objs ...client.Object) *fixture {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{events: events.NewFakeRecorder(20), clock: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))}
+	c := fake.NewClientBuilder().WithScheme(scheme).
+		WithObjects(objs...).
+		WithStatusSubresource(&v1alpha1.TemporalConnection{}).
+		WithIndex(&v1alpha1.TemporalWorkerDeployment{}, connection.WorkerDeploymentsByConnection, connection.ConnectionRefOf).
+		WithIndex(&v1alpha1.TemporalConnection{}, connection.ConnectionsBySecret, connection.SecretRefsOf).
+		WithInterceptorFuncs(interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, o client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+			f.statusWrites++
+			return c.SubResource(sub).Patch(ctx, o, p, opts...)
+		}}).
+		Build()
+	pool := temporal.NewPool("test", nil)
+	t.Cleanup(pool.Close)
+	f.r = &Reconciler{Client: c, Pool: pool, Recorder: f.events, Clock: f.clock}
+	return f
+}
+
+func (f *fixture) reconcile(t *testing.T, name string) reconcile.Result {
+	t.Helper()
+	res, err := f.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: name}})
+	if err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	return res
+}
+
+func (f *fixture) get(t *testing.T, name string) *v1alpha1.TemporalConnection {
+	t.Helper()
+	var c v1alpha1.TemporalConnection
+	if err := f.r.Client.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: name}, &c); err != nil {
+		t.Fatal(err)
+	}
+	return &c
+}
+
+// drainEvents returns the events recorded since the last call.
+func (f *fixture) drainEvents() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.events.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func mtlsConnection(name, secret string) *v1alpha1.TemporalConnection {
+	return &v1alpha1.TemporalConnection{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Generation: 3},
+		Spec:       v1alpha1.TemporalConnectionSpec{HostPort: "temporal:7233", MutualTLSSecretRef: &v1alpha1.SecretReference{Name: secret}},
+	}
+}
+
+func twd(name, conn string) *v1alpha1.TemporalWorkerDeployment {
+	return &v1alpha1.TemporalWorkerDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+		Spec:       v1alpha1.TemporalWorkerDeploymentSpec{WorkerOptions: v1alpha1.WorkerOptions{ConnectionRef: v1alpha1.ConnectionReference{Name: conn}, TemporalNamespace: "default"}},
+	}
+}
+
+// TestMissingSecret: a connection naming a missing Secret gets the
+// finalizer and Ready=False AuthSecretInvalid naming the Secret, once: a
+// second pass with nothing new writes nothing and records no Event.
+func TestMissingSecret(t *testing.T) {
+	f := newFixture(t, mtlsConnection("prod", "prod-tls"))
+	res := f.reconcile(t, "prod")
+	got := f.get(t, "prod")
+	if !slices.Contains(got.Finalizers, Finalizer) {
+		t.Errorf("finalizers = %v, want %s", got.Finalizers, Finalizer)
+	}
+	ready := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)
+	if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != v1alpha1.ReasonAuthSecretInvalid ||
+		!strings.Contains(ready.Message, "Secret prod-tls not found") || ready.ObservedGeneration != 3 {
+		t.Fatalf("Ready = %+v, want False/AuthSecretInvalid naming Secret prod-tls at generation 3", ready)
+	}
+	if got.Status.ObservedGeneration != 3 {
+		t.Errorf("observedGeneration = %d, want 3", got.Status.ObservedGeneration)
+	}
+	if res.RequeueAfter != firstRetry {
+		t.Errorf("RequeueAfter = %s, want %s", res.RequeueAfter, firstRetry)
+	}
+	if evs := f.drainEvents(); len(evs) != 1 || !strings.HasPrefix(evs[0], "Warning AuthSecretInvalid") {
+		t.Errorf("events = %q, want one Warning AuthSecretInvalid", evs)
+	}
+
+	f.clock.Step(40 * time.Second)
+	res = f.reconcile(t, "prod")
+	if f.statusWrites != 1 {
+		t.Errorf("status writes = %d, want 1 (nothing changed on the second pass)", f.statusWrites)
+	}
+	if evs := f.drainEvents(); len(evs) != 0 {
+		t.Errorf("second pass recorded events %q", evs)
+	}
+	if res.RequeueAfter != 40*time.Second {
+		t.Errorf("RequeueAfter after 40s of failure = %s, want 40s", res.RequeueAfter)
+	}
+}
+
+// TestDeletionWaitsForUsers: the finalizer stays while a
+// TemporalWorkerDeployment names the connection, and the condition says
+// which; it goes once the last user is gone.
+func TestDeletionWaitsForUsers(t *testing.T) {
+	conn := mtlsConnection("prod", "prod-tls")
+	conn.Finalizers = []string{Finalizer, "example.com/other"}
+	f := newFixture(t, conn, twd("orders", "prod"), twd("billing", "prod"), twd("elsewhere", "staging"))
+	ctx := context.Background()
+	if err := f.r.Client.Delete(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcile(t, "prod")
+	got := f.get(t, "prod")
+	ready := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)
+	if ready == nil || ready.Reason != v1alpha1.ReasonDeletionBlocked || !strings.Contains(ready.Message, "still use it: billing, orders.") {
+		t.Fatalf("Ready = %+v, want DeletionBlocked naming billing and orders only", ready)
+	}
+	if !slices.Contains(got.Finalizers, Finalizer) {
+		t.Fatalf("finalizer removed while users remain: %v", got.Finalizers)
+	}
+	if evs := f.drainEvents(); len(evs) != 1 || !strings.HasPrefix(evs[0], "Warning DeletionBlocked") {
+		t.Errorf("events = %q, want one Warning DeletionBlocked", evs)
+	}
+
+	for _, name := range []string{"orders", "billing"} {
+		if err := f.r.Client.Delete(ctx, twd(name, "prod")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.reconcile(t, "prod")
+	got = f.get(t, "prod")
+	if want := []string{"example.com/other"}; !slices.Equal(got.Finalizers, want) {
+		t.Errorf("finalizers = %v, want %v (ours removed, the other kept)", got.Finalizers, want)
+	}
+
+	// Once the last finalizer goes, the object is gone and a late
+	// reconcile is a no-op.
+	got.Finalizers = nil
+	if err := f.r.Client.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcile(t, "prod")
+	if err := f.r.Client.Get(ctx, client.ObjectKeyFromObject(conn), got); !apierrors.IsNotFound(err) {
+		t.Errorf("connection still there: %v", err)
+	}
+}
+
+// TestSecretMapsToConnectionsNamingIt: the Secret watch finds the
+// connections of its namespace that name it, by either reference.
+func TestSecretMapsToConnectionsNamingIt(t *testing.T) {
+	apiKey := &v1alpha1.TemporalConnection{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cloud"},
+		Spec:       v1alpha1.TemporalConnectionSpec{HostPort: "t:7233", APIKeySecretRef: &v1alpha1.SecretKeyReference{Name: "shared", Key: "k"}},
+	}
+	other := mtlsConnection("other", "shared")
+	other.Namespace = "elsewhere"
+	f := newFixture(t, mtlsConnection("prod", "shared"), mtlsConnection("dev", "dev-tls"), apiKey, other)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "shared"}}
+	var names []string
+	for _, r := range f.r.connectionsNaming(context.Background(), secret) {
+		names = append(names, r.String())
+	}
+	if want := []string{"ns/cloud", "ns/prod"}; !slices.Equal(names, want) {
+		t.Errorf("requests = %v, want %v", names, want)
+	}
+}
+
+// TestWorkerDeploymentMapsOnlyToDeletingConnection: TWD events only wake
+// a connection that waits for its users to go.
+func TestWorkerDeploymentMapsOnlyToDeletingConnection(t *testing.T) {
+	conn := mtlsConnection("prod", "prod-tls")
+	conn.Finalizers = []string{Finalizer}
+	f := newFixture(t, conn)
+	user := twd("orders", "prod")
+	if reqs := f.r.deletingConnectionOf(context.Background(), user); len(reqs) != 0 {
+		t.Errorf("live connection enqueued: %v", reqs)
+	}
+	if err := f.r.Client.Delete(context.Background(), conn); err != nil {
+		t.Fatal(err)
+	}
+	if reqs := f.r.deletingConnectionOf(context.Background(), user); len(reqs) != 1 || reqs[0].Name != "prod" {
+		t.Errorf("requests = %v, want ns/prod", reqs)
+	}
+	if reqs := f.r.deletingConnectionOf(context.Background(), twd("x", "missing")); len(reqs) != 0 {
+		t.Errorf("missing connection enqueued: %v", reqs)
+	}
+}
