@@ -31,6 +31,9 @@ var (
 	ErrVersionInUse = errors.New("the version is still in use")
 	// ErrRefused: another failed precondition; the message says which.
 	ErrRefused = errors.New("refused by Temporal")
+	// ErrBusy: Temporal throttled the call (the worker deployment's
+	// internal workflow is busy, or a rate limit). Retry shortly.
+	ErrBusy = errors.New("Temporal is busy; retry shortly")
 )
 
 // Error is a failed Temporal call. Kind is one of the sentinels, or nil
@@ -88,6 +91,7 @@ func wrapErr(op, deployment, buildID string, err error) error {
 		nsNF     *serviceerror.NamespaceNotFound
 		started  *serviceerror.WorkflowExecutionAlreadyStarted
 		internal *serviceerror.Internal
+		busy     *serviceerror.ResourceExhausted
 	)
 	switch {
 	case errors.As(err, &nf):
@@ -108,6 +112,8 @@ func wrapErr(op, deployment, buildID string, err error) error {
 		default:
 			e.Kind = ErrRefused
 		}
+	case errors.As(err, &busy):
+		e.Kind = ErrBusy
 	case errors.As(err, &nsNF), errors.As(err, &started):
 		// Not a worker deployment's absence: callers must not read these
 		// as "does not exist".

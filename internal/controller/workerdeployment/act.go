@@ -171,7 +171,8 @@ func (r *Reconciler) actTemporal(ctx context.Context, o *observation, res planne
 func temporalErr(out *outcome, err error) {
 	switch {
 	case err == nil:
-	case errors.Is(err, temporal.ErrConflict), errors.Is(err, temporal.ErrManagedByOther), errors.Is(err, temporal.ErrMissingTaskQueues):
+	case errors.Is(err, temporal.ErrConflict), errors.Is(err, temporal.ErrManagedByOther),
+		errors.Is(err, temporal.ErrMissingTaskQueues), errors.Is(err, temporal.ErrBusy):
 		out.retrySoon = true
 	default:
 		out.fail(err)

@@ -32,6 +32,8 @@ type observation struct {
 	// gate is the gate run of the target, as status should show it.
 	gate  *v1alpha1.GateStatus
 	input planner.Input
+	// busy: Temporal throttled a read; retry in a second, not ten.
+	busy bool
 }
 
 // DeploymentName is the Temporal worker deployment name of a TWD.
@@ -88,6 +90,7 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 	}
 	o.api = temporal.NewAPI(c, conn.Params.Namespace, r.Pool.Identity())
 	if err := r.observeTemporal(ctx, o); err != nil {
+		o.busy = errors.Is(err, temporal.ErrBusy)
 		o.input.Temporal = nil
 		o.input.TemporalError = &planner.Problem{
 			Reason: v1alpha1.ReasonTemporalStateFetchFailed,

@@ -145,7 +145,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	r.recordEvents(o, res)
 
 	requeue := res.RequeueAfter
-	if out.retrySoon {
+	if out.retrySoon || o.busy {
 		requeue = min(requeue, retryConflict)
 	}
 	if len(out.failed) > 0 {

@@ -1,0 +1,111 @@
+package integration
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/utils/ptr"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/demoworker"
+)
+
+// TestAllAtOnceKeepsPinnedWorkflowsOnTheirVersion is the core promise: the
+// first version becomes current, kubectl wait sees the rollout finish, a
+// new version takes new workflows at once, and a pinned workflow started
+// on the old version finishes there; the old version is only scaled down
+// after it drained, then deleted in Kubernetes and in Temporal.
+func TestAllAtOnceKeepsPinnedWorkflowsOnTheirVersion(t *testing.T) {
+	r := newRollout(env.NewTest(t), "allatonce")
+	r.create(r.spec("v1"))
+	v1 := r.buildID()
+
+	out, err := r.kubectl(3*time.Minute, "wait", "--for=condition=Ready", "--timeout=170s", "-n", r.Namespace, "twd/"+r.Name)
+	if err != nil {
+		t.Fatalf("kubectl wait for the first version: %v\n%s\nstatus: %s", err, out, describe(r.get()))
+	}
+	r.waitCurrent(time.Minute, v1)
+	if cur, _, _ := r.routing(); cur != v1 {
+		t.Fatalf("Temporal's current version is %q, want %s", cur, v1)
+	}
+	if got := r.hello(); !strings.Contains(got, v1) {
+		t.Fatalf("Hello ran on %q, want build %s", got, v1)
+	}
+	pinned := r.startLong(demoworker.LongPinnedWorkflow)
+
+	r.setImage("v2")
+	v2 := r.buildID()
+	if v2 == v1 {
+		t.Fatal("a new image did not change the build ID")
+	}
+	// Wait for the controller to see the new spec, then let kubectl wait
+	// for the end of the rollout, as a CD pipeline would.
+	r.waitFor(time.Minute, "status for the new generation", func(*v1alpha1.TemporalWorkerDeployment) bool { return true })
+	out, err = r.kubectl(3*time.Minute, "wait", "--for=condition=Ready", "--timeout=170s", "-n", r.Namespace, "twd/"+r.Name)
+	if err != nil {
+		t.Fatalf("kubectl wait for v2: %v\n%s\nstatus: %s", err, out, describe(r.get()))
+	}
+	r.waitCurrent(time.Minute, v2)
+	if got := r.hello(); !strings.Contains(got, v2) {
+		t.Fatalf("after the rollout Hello ran on %q, want build %s", got, v2)
+	}
+
+	// The pinned workflow keeps v1 draining, so v1 keeps its workers well
+	// past the scaledown delay.
+	deadline := time.Now().Add(8 * time.Second)
+	for time.Now().Before(deadline) {
+		d := r.deployment(v1)
+		if d == nil || ptr.Deref(d.Spec.Replicas, 1) == 0 {
+			t.Fatalf("version %s lost its workers while a pinned workflow runs on it: %s; status: %s", v1, deploymentState(d), describe(r.get()))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	twd := r.get()
+	if st := versionStatus(twd, v1); st != v1alpha1.VersionDraining {
+		t.Fatalf("version %s is %q, want Draining while a pinned workflow runs: %s", v1, st, describe(twd))
+	}
+
+	if err := r.Env.Temporal.SignalWorkflow(context.Background(), pinned.GetID(), "", demoworker.FinishSignal, nil); err != nil {
+		t.Fatal(err)
+	}
+	var res demoworker.LongResult
+	if err := pinned.Get(context.Background(), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.StartedOn != v1 || res.FinishedOn != v1 {
+		t.Fatalf("pinned workflow ran on %s then %s, want %s throughout", res.StartedOn, res.FinishedOn, v1)
+	}
+
+	r.Eventually(2*time.Minute, "version "+v1+" scaled to zero after draining", func() (bool, string) {
+		d := r.deployment(v1)
+		return d == nil || ptr.Deref(d.Spec.Replicas, 1) == 0, deploymentState(d) + "; " + describe(r.get())
+	})
+	r.Eventually(2*time.Minute, "version "+v1+" deleted in Kubernetes and Temporal", func() (bool, string) {
+		d := r.deployment(v1)
+		twd := r.get()
+		return d == nil && versionStatus(twd, v1) == "", deploymentState(d) + "; " + describe(twd)
+	})
+	if cur, _, _ := r.routing(); cur != v2 {
+		t.Fatalf("after cleanup Temporal's current version is %q, want %s", cur, v2)
+	}
+}
+
+// versionStatus is the status of build in the TWD's status, "" if absent.
+func versionStatus(twd *v1alpha1.TemporalWorkerDeployment, build string) v1alpha1.VersionStatus {
+	for _, v := range append([]*v1alpha1.WorkerVersion{twd.Status.TargetVersion, twd.Status.CurrentVersion, twd.Status.RampingVersion}, ptrsOf(twd.Status.DeprecatedVersions)...) {
+		if v != nil && v.BuildID == build {
+			return v.Status
+		}
+	}
+	return ""
+}
+
+func ptrsOf(vs []v1alpha1.WorkerVersion) []*v1alpha1.WorkerVersion {
+	out := make([]*v1alpha1.WorkerVersion, len(vs))
+	for i := range vs {
+		out[i] = &vs[i]
+	}
+	return out
+}

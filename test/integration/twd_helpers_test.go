@@ -1,0 +1,259 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/buildid"
+	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
+	"github.com/rainbow-deploy/rainbow/internal/demoworker"
+	"github.com/rainbow-deploy/rainbow/test/harness"
+)
+
+// rollout is one test's TemporalWorkerDeployment and what it talks to.
+type rollout struct {
+	*harness.T
+	Name      string
+	TaskQueue string
+}
+
+// newRollout creates a TemporalConnection to the environment's Temporal
+// and returns a handle for a TWD named name (not created yet).
+func newRollout(tt *harness.T, name string) *rollout {
+	conn := &v1alpha1.TemporalConnection{
+		ObjectMeta: metav1.ObjectMeta{Name: "temporal", Namespace: tt.Namespace},
+		Spec:       v1alpha1.TemporalConnectionSpec{HostPort: tt.Env.Info.TemporalAddress},
+	}
+	if err := tt.Env.Kube.Create(context.Background(), conn); err != nil {
+		tt.Fatal(err)
+	}
+	return &rollout{T: tt, Name: name, TaskQueue: tt.TaskQueue(name)}
+}
+
+// spec is a TWD running the demo worker at tag with short sunset delays.
+func (r *rollout) spec(tag string) *v1alpha1.TemporalWorkerDeployment {
+	return &v1alpha1.TemporalWorkerDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: r.Name, Namespace: r.Namespace},
+		Spec: v1alpha1.TemporalWorkerDeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Template: corev1.PodTemplateSpec{
+				Spec: corev1.PodSpec{
+					TerminationGracePeriodSeconds: ptr.To[int64](5),
+					Containers: []corev1.Container{{
+						Name:  "worker",
+						Image: "rainbow.local/demo-worker:" + tag,
+						Env:   []corev1.EnvVar{{Name: "DEMO_TASK_QUEUE", Value: r.TaskQueue}},
+					}},
+				},
+			},
+			WorkerOptions: v1alpha1.WorkerOptions{
+				ConnectionRef:     v1alpha1.ConnectionReference{Name: "temporal"},
+				TemporalNamespace: r.Env.Info.TemporalNamespace,
+			},
+			Rollout: v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyAllAtOnce},
+			Sunset: v1alpha1.SunsetSpec{
+				ScaledownDelay: &metav1.Duration{Duration: 2 * time.Second},
+				DeleteDelay:    &metav1.Duration{Duration: 3 * time.Second},
+			},
+		},
+	}
+}
+
+func (r *rollout) create(twd *v1alpha1.TemporalWorkerDeployment) {
+	r.Helper()
+	if err := r.Env.Kube.Create(context.Background(), twd); err != nil {
+		r.Fatalf("create TemporalWorkerDeployment: %v", err)
+	}
+}
+
+// update changes the TWD's spec, retrying on conflicts with the controller.
+func (r *rollout) update(mutate func(*v1alpha1.TemporalWorkerDeployment)) {
+	r.Helper()
+	for i := 0; ; i++ {
+		twd := r.get()
+		mutate(twd)
+		err := r.Env.Kube.Update(context.Background(), twd)
+		if err == nil {
+			return
+		}
+		if i > 10 {
+			r.Fatalf("update TemporalWorkerDeployment: %v", err)
+		}
+	}
+}
+
+func (r *rollout) setImage(tag string) {
+	r.Helper()
+	r.update(func(t *v1alpha1.TemporalWorkerDeployment) {
+		t.Spec.Template.Spec.Containers[0].Image = "rainbow.local/demo-worker:" + tag
+	})
+}
+
+func (r *rollout) get() *v1alpha1.TemporalWorkerDeployment {
+	r.Helper()
+	var twd v1alpha1.TemporalWorkerDeployment
+	if err := r.Env.Kube.Get(context.Background(), crclient.ObjectKey{Namespace: r.Namespace, Name: r.Name}, &twd); err != nil {
+		r.Fatalf("get TemporalWorkerDeployment: %v", err)
+	}
+	return &twd
+}
+
+// buildID is the build ID the controller derives for the TWD's template.
+func (r *rollout) buildID() string {
+	r.Helper()
+	return buildid.Generate(&r.get().Spec.Template)
+}
+
+func (r *rollout) deploymentName() string {
+	return workerdeployment.DeploymentName(&v1alpha1.TemporalWorkerDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Name}})
+}
+
+// describe summarises status for failure messages.
+func describe(twd *v1alpha1.TemporalWorkerDeployment) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "generation=%d observed=%d", twd.Generation, twd.Status.ObservedGeneration)
+	for _, c := range twd.Status.Conditions {
+		fmt.Fprintf(&b, " %s=%s/%s(%q)", c.Type, c.Status, c.Reason, c.Message)
+	}
+	v := func(label string, w *v1alpha1.WorkerVersion) {
+		if w != nil {
+			fmt.Fprintf(&b, " %s=%s:%s", label, w.BuildID, w.Status)
+			if w.RampPercentage != nil {
+				fmt.Fprintf(&b, "@%d%%", *w.RampPercentage)
+			}
+		}
+	}
+	v("target", twd.Status.TargetVersion)
+	v("current", twd.Status.CurrentVersion)
+	v("ramping", twd.Status.RampingVersion)
+	for i := range twd.Status.DeprecatedVersions {
+		v("deprecated", &twd.Status.DeprecatedVersions[i])
+	}
+	if g := twd.Status.Gate; g != nil {
+		fmt.Fprintf(&b, " gate=%s:%s(%q)", g.BuildID, g.Result, g.Message)
+	}
+	return b.String()
+}
+
+// waitFor waits until check passes on a status that reflects the latest
+// spec (observedGeneration is current).
+func (r *rollout) waitFor(timeout time.Duration, expected string, check func(*v1alpha1.TemporalWorkerDeployment) bool) *v1alpha1.TemporalWorkerDeployment {
+	r.Helper()
+	var last *v1alpha1.TemporalWorkerDeployment
+	r.Eventually(timeout, expected, func() (bool, string) {
+		last = r.get()
+		return last.Status.ObservedGeneration == last.Generation && check(last), describe(last)
+	})
+	return last
+}
+
+// waitCondition waits for a condition's status and reason.
+func (r *rollout) waitCondition(timeout time.Duration, typ string, status metav1.ConditionStatus, reason string) *v1alpha1.TemporalWorkerDeployment {
+	r.Helper()
+	return r.waitFor(timeout, fmt.Sprintf("%s=%s with reason %s", typ, status, reason), func(t *v1alpha1.TemporalWorkerDeployment) bool {
+		c := meta.FindStatusCondition(t.Status.Conditions, typ)
+		return c != nil && c.Status == status && c.Reason == reason && c.ObservedGeneration == t.Generation
+	})
+}
+
+// waitCurrent waits until build is current and the rollout complete.
+func (r *rollout) waitCurrent(timeout time.Duration, build string) *v1alpha1.TemporalWorkerDeployment {
+	r.Helper()
+	return r.waitFor(timeout, "version "+build+" current and Ready=True", func(t *v1alpha1.TemporalWorkerDeployment) bool {
+		c := meta.FindStatusCondition(t.Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionTrue && t.Status.CurrentVersion != nil && t.Status.CurrentVersion.BuildID == build
+	})
+}
+
+// deployment is the versioned Deployment of build, nil if none.
+func (r *rollout) deployment(build string) *appsv1.Deployment {
+	r.Helper()
+	var list appsv1.DeploymentList
+	if err := r.Env.Kube.List(context.Background(), &list, crclient.InNamespace(r.Namespace)); err != nil {
+		r.Fatal(err)
+	}
+	for i := range list.Items {
+		if list.Items[i].Labels["temporal.io/build-id"] == build {
+			return &list.Items[i]
+		}
+	}
+	return nil
+}
+
+func deploymentState(d *appsv1.Deployment) string {
+	if d == nil {
+		return "no Deployment"
+	}
+	return fmt.Sprintf("Deployment %s replicas=%d ready=%d", d.Name, ptr.Deref(d.Spec.Replicas, 1), d.Status.ReadyReplicas)
+}
+
+// routing reads the worker deployment's routing straight from Temporal.
+func (r *rollout) routing() (current, ramping string, pct float32) {
+	r.Helper()
+	var resp *workflowservice.DescribeWorkerDeploymentResponse
+	r.Eventually(30*time.Second, "Temporal describes the worker deployment", func() (bool, string) {
+		var err error
+		resp, err = r.Env.Temporal.WorkflowService().DescribeWorkerDeployment(context.Background(), &workflowservice.DescribeWorkerDeploymentRequest{
+			Namespace: r.Env.Info.TemporalNamespace, DeploymentName: r.deploymentName(),
+		})
+		if err != nil {
+			return false, err.Error() // throttled while the deployment's workflow is busy
+		}
+		return true, ""
+	})
+	rc := resp.GetWorkerDeploymentInfo().GetRoutingConfig()
+	return rc.GetCurrentDeploymentVersion().GetBuildId(), rc.GetRampingDeploymentVersion().GetBuildId(), rc.GetRampingVersionPercentage()
+}
+
+// startLong starts a long-running workflow that waits for the finish signal.
+func (r *rollout) startLong(workflowType string) client.WorkflowRun {
+	r.Helper()
+	run, err := r.Env.Temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
+		ID:        fmt.Sprintf("%s-%s-%d", r.Name, workflowType, time.Now().UnixNano()),
+		TaskQueue: r.TaskQueue,
+	}, workflowType, demoworker.LongInput{Tick: time.Second})
+	if err != nil {
+		r.Fatalf("start %s: %v", workflowType, err)
+	}
+	return run
+}
+
+// hello runs the short workflow and returns its greeting, which names the
+// build that ran it.
+func (r *rollout) hello() string {
+	r.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run, err := r.Env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: r.TaskQueue}, demoworker.HelloWorkflow, "test")
+	if err != nil {
+		r.Fatalf("start Hello: %v", err)
+	}
+	var out string
+	if err := run.Get(ctx, &out); err != nil {
+		r.Fatalf("Hello: %v", err)
+	}
+	return out
+}
+
+// kubectl runs the environment's kubectl against its cluster.
+func (r *rollout) kubectl(timeout time.Duration, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(r.Env.Root, ".cache", "kube", "kubectl"), append([]string{"--kubeconfig", r.Env.Info.Kubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
