@@ -8,6 +8,10 @@ const (
 	requeueTemporal = time.Second
 	// requeueWatch: waiting on a Deployment; its watch wakes us sooner.
 	requeueWatch = 30 * time.Second
+	// requeuePerson: waiting on a person acting in Temporal (promoting a
+	// Manual version, handing back the manager role, which notifies
+	// nobody); notice it within seconds without polling every second for hours.
+	requeuePerson = 5 * time.Second
 	// requeueTemporalDown: Temporal could not be read; retry without hammering it.
 	requeueTemporalDown = 10 * time.Second
 	// requeueIdle: nothing moves; poll Temporal about once a minute for

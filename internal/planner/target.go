@@ -39,6 +39,7 @@ func planTarget(v *view, p *plan) progress {
 	if m := v.otherManager(); m != "" {
 		msg := managedByOtherMessage(v, m)
 		p.event(EventWarning, v1alpha1.ReasonManagedByOtherIdentity, msg)
+		p.after(requeuePerson)
 		return blockedBecause(v1alpha1.ReasonManagedByOtherIdentity, msg)
 	}
 	return promote(v, p)
