@@ -32,7 +32,7 @@ kube-bins: ## Build etcd, kube-apiserver, kube-controller-manager and kubectl in
 .PHONY: bins
 bins: ## Build the project's binaries into .cache/bin
 	@mkdir -p $(BIN)
-	go build -o $(BIN)/ ./cmd/demo-worker
+	go build -o $(BIN)/ ./cmd/demo-worker ./cmd/manager
 	@echo ">> Building devenv (links the Temporal server: several minutes on a cold cache)"
 	cd cmd/devenv && go build -o $(BIN)/devenv .
 
@@ -43,9 +43,10 @@ vet: ## go vet both modules and check formatting
 	cd cmd/devenv && go vet ./...
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate deepcopy code and CRD manifests from api/
+generate: $(CONTROLLER_GEN) ## Generate deepcopy code, CRD manifests from api/ and the RBAC role from internal/
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=rainbow-manager paths=./internal/... output:rbac:artifacts:config=config/rbac
 
 $(CONTROLLER_GEN):
 	@mkdir -p $(TOOLS)
@@ -57,6 +58,10 @@ $(CONTROLLER_GEN):
 .PHONY: dev-env
 dev-env: kube-bins bins ## Run the local environment in the foreground (state in .dev/)
 	$(BIN)/devenv --dir .dev --kube-bin-dir $(CACHE)/kube --program-dir $(BIN)
+
+.PHONY: run
+run: bins ## Run the controller against the local environment started by `make dev-env`
+	$(BIN)/manager --kubeconfig .dev/kubeconfig --metrics-bind-address 127.0.0.1:8080 --health-probe-bind-address 127.0.0.1:8081 --zap-devel
 
 .PHONY: help
 help: ## Show this help

@@ -1,0 +1,53 @@
+// Command manager runs the Rainbow controller: the TemporalWorkerDeployment
+// and TemporalConnection controllers of internal/manager.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/rainbow-deploy/rainbow/internal/manager"
+)
+
+func main() {
+	var opts manager.Options
+	flag.StringVar(&opts.Identity, "identity", manager.DefaultIdentity,
+		"Temporal identity of the controller; keep it the same across restarts and replicas, Temporal records it as the manager of each worker deployment")
+	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", `address of the Prometheus metrics endpoint; "0" disables it`)
+	flag.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", `address of /healthz and /readyz; "0" disables them`)
+	flag.BoolVar(&opts.LeaderElection, "leader-elect", false, "elect a leader among replicas (Lease "+manager.LeaderElectionID+"); only the leader reconciles")
+	flag.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease; defaults to the pod's namespace")
+	flag.IntVar(&opts.MaxVersions, "max-versions", manager.DefaultMaxVersions,
+		"Temporal's limit of versions per worker deployment (the server's matching.maxVersionsInDeployment); 0 means no limit")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	// --kubeconfig is registered by controller-runtime; without it the
+	// in-cluster config or $KUBECONFIG is used.
+	flag.Parse()
+
+	logger := zap.New(zap.UseFlagOptions(&zapOpts))
+	ctrl.SetLogger(logger)
+	klog.SetLogger(logger) // client-go's logs, structured like ours
+	opts.Logger = logger
+	if err := run(opts); err != nil {
+		logger.Error(err, "manager stopped")
+		os.Exit(1)
+	}
+}
+
+func run(opts manager.Options) error {
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubernetes client config: %w", err)
+	}
+	mgr, err := manager.New(cfg, opts)
+	if err != nil {
+		return err
+	}
+	return mgr.Start(ctrl.SetupSignalHandler())
+}

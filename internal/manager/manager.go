@@ -1,0 +1,135 @@
+// Package manager builds Rainbow's controller manager: both reconcilers,
+// the cache indexes they share, the Temporal client pool, metrics, health
+// probes and leader election. cmd/manager and the tests start it the same
+// way.
+package manager
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/go-logr/logr"
+	temporallog "go.temporal.io/sdk/log"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/connection"
+	connectioncontroller "github.com/rainbow-deploy/rainbow/internal/controller/connection"
+	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
+	"github.com/rainbow-deploy/rainbow/internal/temporal"
+)
+
+const (
+	// DefaultIdentity is the Temporal identity of the controller. Temporal
+	// records it as a worker deployment's manager, so it must not change
+	// across restarts or between replicas: no pod name in it.
+	DefaultIdentity = "rainbow-controller"
+	// LeaderElectionID names the Lease the replicas compete for.
+	LeaderElectionID = "rainbow.temporal.io"
+	// DefaultMaxVersions is Temporal's default matching.maxVersionsInDeployment.
+	DefaultMaxVersions = 100
+	// eventSource is the reporting controller of Events.
+	eventSource = "rainbow"
+)
+
+// Options configure the manager. The zero value is usable: default
+// identity, metrics on :8080, no probes, no leader election, no version
+// limit. cmd/manager's flags set each field.
+type Options struct {
+	// Identity is the Temporal identity; empty means DefaultIdentity.
+	Identity string
+	// MetricsAddr serves Prometheus metrics; "0" disables, empty is :8080.
+	MetricsAddr string
+	// ProbeAddr serves /healthz and /readyz; empty or "0" disables.
+	ProbeAddr string
+	// LeaderElection makes replicas elect one leader that reconciles.
+	LeaderElection bool
+	// LeaderElectionNamespace holds the Lease; empty means the pod's own
+	// namespace (required when running outside a cluster).
+	LeaderElectionNamespace string
+	// MaxVersions is Temporal's version limit per worker deployment
+	// (matching.maxVersionsInDeployment); 0 means no limit.
+	MaxVersions int
+	// Logger for the manager, the controllers and the Temporal SDK; the
+	// zero value means controller-runtime's global logger (log.SetLogger).
+	Logger logr.Logger
+}
+
+// Manager is a controller-runtime manager with Rainbow's controllers and
+// the Temporal client pool they share.
+type Manager struct {
+	ctrlmanager.Manager
+	Pool *temporal.Pool
+}
+
+// New builds the manager for the cluster at cfg. Nothing runs until Start.
+func New(cfg *rest.Config, opts Options) (*Manager, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if opts.Identity == "" {
+		opts.Identity = DefaultIdentity
+	}
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = log.Log
+	}
+	mgr, err := ctrlmanager.New(cfg, ctrlmanager.Options{
+		Scheme:                  scheme,
+		Logger:                  opts.Logger,
+		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress:  opts.ProbeAddr,
+		LeaderElection:          opts.LeaderElection,
+		LeaderElectionID:        LeaderElectionID,
+		LeaderElectionNamespace: opts.LeaderElectionNamespace,
+		// Start returns only once reconciling stopped, so the next leader
+		// may take over at once.
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := connection.RegisterIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return nil, fmt.Errorf("register cache indexes: %w", err)
+	}
+	sdkLog := temporallog.NewStructuredLogger(slog.New(logr.ToSlogHandler(opts.Logger.WithName("temporal-sdk"))))
+	pool := temporal.NewPool(opts.Identity, sdkLog)
+	recorder := mgr.GetEventRecorder(eventSource)
+	if err := (&workerdeployment.Reconciler{
+		Client: mgr.GetClient(), Pool: pool, Recorder: recorder, Clock: clock.RealClock{}, MaxVersions: opts.MaxVersions,
+	}).SetupWithManager(mgr); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("set up the TemporalWorkerDeployment controller: %w", err)
+	}
+	if err := (&connectioncontroller.Reconciler{
+		Client: mgr.GetClient(), Pool: pool, Recorder: recorder, Clock: clock.RealClock{},
+	}).SetupWithManager(mgr); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("set up the TemporalConnection controller: %w", err)
+	}
+	return &Manager{Manager: mgr, Pool: pool}, nil
+}
+
+// Start runs the controllers until ctx ends, then closes the Temporal
+// clients. It returns after the controllers have stopped.
+func (m *Manager) Start(ctx context.Context) error {
+	defer m.Pool.Close()
+	return m.Manager.Start(ctx)
+}
