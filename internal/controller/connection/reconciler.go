@@ -80,7 +80,7 @@ func (r *Reconciler) check(ctx context.Context, conn *v1alpha1.TemporalConnectio
 		return notReady(prob.Reason, prob.Message), nil
 	}
 	if err := r.Pool.Probe(ctx, resolved.Params); err != nil {
-		log.FromContext(ctx).V(1).Info("Temporal probe failed", "params", resolved.Params, "error", err.Error())
+		log.FromContext(ctx).V(1).Info("Temporal probe failed", "hostPort", conn.Spec.HostPort, "error", err.Error())
 		return notReady(v1alpha1.ReasonTemporalClientCreationFailed, unreachableMessage(conn.Spec, resolved.Params.TLS, err)), nil
 	}
 	return metav1.Condition{
@@ -109,12 +109,9 @@ func (r *Reconciler) finalize(ctx context.Context, conn *v1alpha1.TemporalConnec
 		// The TemporalWorkerDeployment watch brings us back when one goes.
 		return r.setReady(ctx, conn, notReady(v1alpha1.ReasonDeletionBlocked, blockedMessage(conn.Name, names)))
 	}
-	if err := r.patchFinalizer(ctx, conn, controllerutil.RemoveFinalizer); err != nil {
-		return err
-	}
-	r.Recorder.Eventf(conn, nil, corev1.EventTypeNormal, "Deleted", "Delete",
-		"No TemporalWorkerDeployment uses TemporalConnection %s any more: deletion proceeds", conn.Name)
-	return nil
+	// No Event: the object goes now, often with its namespace, which
+	// refuses new Events.
+	return r.patchFinalizer(ctx, conn, controllerutil.RemoveFinalizer)
 }
 
 // patchFinalizer adds or removes the finalizer. The optimistic lock keeps

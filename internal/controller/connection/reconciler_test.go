@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
@@ -226,5 +227,38 @@ func TestWorkerDeploymentMapsOnlyToDeletingConnection(t *testing.T) {
 	}
 	if reqs := f.r.deletingConnectionOf(context.Background(), twd("x", "missing")); len(reqs) != 0 {
 		t.Errorf("missing connection enqueued: %v", reqs)
+	}
+}
+
+// TestUpdatesThatProbeAgain: only spec and lifecycle changes reconcile a
+// connection, not the controller's own status and finalizer writes.
+func TestUpdatesThatProbeAgain(t *testing.T) {
+	base := mtlsConnection("prod", "tls")
+	base.Finalizers = []string{Finalizer}
+	cases := map[string]struct {
+		old, new func(*v1alpha1.TemporalConnection)
+		want     bool
+	}{
+		"status written": {new: func(c *v1alpha1.TemporalConnection) {
+			c.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady}}
+		}, want: false},
+		"finalizer added": {old: func(c *v1alpha1.TemporalConnection) { c.Finalizers = nil }, want: false},
+		"spec changed":    {new: func(c *v1alpha1.TemporalConnection) { c.Generation++ }, want: true},
+		"deleted": {new: func(c *v1alpha1.TemporalConnection) {
+			c.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+		}, want: true},
+		"finalizer removed by someone": {new: func(c *v1alpha1.TemporalConnection) { c.Finalizers = nil }, want: true},
+	}
+	for name, tc := range cases {
+		o, n := base.DeepCopy(), base.DeepCopy()
+		if tc.old != nil {
+			tc.old(o)
+		}
+		if tc.new != nil {
+			tc.new(n)
+		}
+		if got := specOrLifecycleChanged.Update(event.UpdateEvent{ObjectOld: o, ObjectNew: n}); got != tc.want {
+			t.Errorf("%s: reconcile = %t, want %t", name, got, tc.want)
+		}
 	}
 }

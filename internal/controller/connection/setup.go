@@ -2,12 +2,12 @@ package connection
 
 import (
 	"context"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -33,14 +33,15 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		Complete(r)
 }
 
-// specOrLifecycleChanged skips the updates our own status writes cause,
-// each of which would otherwise probe the server again.
+// specOrLifecycleChanged skips the updates our own writes (status, adding
+// the finalizer) cause, each of which would otherwise probe again. A
+// finalizer removed by someone else is put back.
 var specOrLifecycleChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, n := e.ObjectOld, e.ObjectNew
 		return o.GetGeneration() != n.GetGeneration() ||
 			o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero() ||
-			!slices.Equal(o.GetFinalizers(), n.GetFinalizers())
+			!controllerutil.ContainsFinalizer(n, Finalizer)
 	},
 }
 
