@@ -54,16 +54,38 @@ type Env struct {
 	proc     *process.Process
 }
 
-// Main starts the environment, runs the package's tests and stops it.
-func Main(m *testing.M, env **Env) {
+// Setup runs once the environment is up, before the tests, to start what
+// the package's tests share (the controller, for example). stop runs after
+// the tests, before the environment stops.
+type Setup func(*Env) (stop func(), err error)
+
+// Main starts the environment and runs setups, the package's tests, the
+// setups' stops (in reverse) and stops the environment.
+func Main(m *testing.M, env **Env, setups ...Setup) {
 	e, err := Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "harness:", err)
 		os.Exit(1)
 	}
 	*env = e
+	var stops []func()
+	stopAll := func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+		e.Stop()
+	}
+	for _, setup := range setups {
+		stop, err := setup(e)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "harness: setup:", err)
+			stopAll()
+			os.Exit(1)
+		}
+		stops = append(stops, stop)
+	}
 	code := m.Run()
-	e.Stop()
+	stopAll()
 	os.Exit(code)
 }
 

@@ -4,11 +4,118 @@
 package integration
 
 import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/rainbow-deploy/rainbow/internal/manager"
 	"github.com/rainbow-deploy/rainbow/test/harness"
 )
 
 var env *harness.Env
 
-func TestMain(m *testing.M) { harness.Main(m, &env) }
+// The in-process controller's endpoints.
+var probeAddr, metricsAddr string
+
+func TestMain(m *testing.M) { harness.Main(m, &env, startManager) }
+
+// managerUser is the service account config/rbac binds: the controller
+// runs with exactly the permissions the manifests grant, so a missing
+// +kubebuilder:rbac marker (or a stale config/rbac/role.yaml: run `make
+// generate`) fails the tests with "forbidden" in manager.log.
+const managerUser = "system:serviceaccount:rainbow-system:rainbow-manager"
+
+// startManager applies config/rbac and runs the controller in this process
+// as managerUser, logging to manager.log in the environment's directory.
+func startManager(e *harness.Env) (func(), error) {
+	rbac, err := e.Kubectl(nil, "kustomize", "config/rbac")
+	if err != nil {
+		return nil, err
+	}
+	ns := []byte("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: rainbow-system\n")
+	for _, objs := range [][]byte{ns, rbac} {
+		if _, err := e.Kubectl(objs, "apply", "--server-side", "--field-manager=rainbow-test", "-f", "-"); err != nil {
+			return nil, err
+		}
+	}
+	logPath := filepath.Join(e.Info.Dir, "manager.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintln(os.Stderr, "controller log:", logPath)
+	logger := zap.New(zap.WriteTo(logFile), zap.UseDevMode(true))
+	log.SetLogger(logger)
+	// client-go logs too, such as Events refused by a terminating namespace.
+	klog.SetLogger(logger)
+
+	cfg := rest.CopyConfig(e.REST)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: managerUser}
+	probeAddr, metricsAddr = freeAddr(), freeAddr()
+	mgr, err := manager.New(cfg, manager.Options{
+		Identity:    "rainbow-test",
+		MetricsAddr: metricsAddr,
+		ProbeAddr:   probeAddr,
+		MaxVersions: manager.DefaultMaxVersions,
+		Logger:      logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	stop := func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "controller:", err)
+			}
+		case <-time.After(time.Minute):
+			fmt.Fprintln(os.Stderr, "controller did not stop within a minute")
+		}
+		logFile.Close()
+	}
+	// Tests start once it serves /readyz, or fail at once if it cannot.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		select {
+		case err := <-done:
+			logFile.Close()
+			return nil, fmt.Errorf("controller stopped at start: %v (log: %s)", err, logPath)
+		default:
+		}
+		if resp, err := http.Get("http://" + probeAddr + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return stop, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return nil, fmt.Errorf("controller not ready after a minute (log: %s)", logPath)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// freeAddr is a local address with a port free a moment ago.
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
