@@ -10,6 +10,7 @@ import (
 
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/workflow"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -256,4 +257,42 @@ func (r *rollout) kubectl(timeout time.Duration, args ...string) (string, error)
 	cmd := exec.CommandContext(ctx, filepath.Join(r.Env.Root, ".cache", "kube", "kubectl"), append([]string{"--kubeconfig", r.Env.Info.Kubeconfig}, args...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+func findCondition(twd *v1alpha1.TemporalWorkerDeployment, typ string) metav1.Condition {
+	if c := meta.FindStatusCondition(twd.Status.Conditions, typ); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
+}
+
+func hasCondition(twd *v1alpha1.TemporalWorkerDeployment, typ string, status metav1.ConditionStatus, reason string) bool {
+	c := findCondition(twd, typ)
+	return c.Status == status && c.Reason == reason
+}
+
+// waitEvent waits for an Event with reason on the TWD.
+func (r *rollout) waitEvent(timeout time.Duration, reason string) {
+	r.Helper()
+	r.Eventually(timeout, "an Event with reason "+reason, func() (bool, string) {
+		list, err := r.Env.Clients.EventsV1().Events(r.Namespace).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, e := range list.Items {
+			if e.Regarding.Name != r.Name {
+				continue
+			}
+			if e.Reason == reason {
+				return true, ""
+			}
+			seen = append(seen, e.Reason)
+		}
+		return false, fmt.Sprintf("reasons %v", seen)
+	})
+}
+
+func workflowName(name string) workflow.RegisterOptions {
+	return workflow.RegisterOptions{Name: name}
 }

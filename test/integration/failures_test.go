@@ -1,0 +1,213 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+)
+
+// TestMissingConnectionThenBadSecret: a TWD naming a connection that does
+// not exist creates nothing and says so; a connection whose Secret is
+// missing is AuthSecretInvalid; fixing the connection lets the rollout go.
+func TestMissingConnectionThenBadSecret(t *testing.T) {
+	tt := env.NewTest(t)
+	r := &rollout{T: tt, Name: "noconn", TaskQueue: tt.TaskQueue("noconn")}
+	r.create(r.spec("v1"))
+	got := r.waitCondition(time.Minute, v1alpha1.ConditionProgressing, metav1.ConditionFalse, v1alpha1.ReasonTemporalConnectionNotFound)
+	if c := findCondition(got, v1alpha1.ConditionReady); !strings.Contains(c.Message, "temporal") || c.Status != metav1.ConditionFalse {
+		t.Fatalf("Ready does not name the missing connection: %+v", c)
+	}
+	if d := r.deployment(r.buildID()); d != nil {
+		t.Fatalf("a Deployment was created without a connection: %s", d.Name)
+	}
+
+	conn := &v1alpha1.TemporalConnection{
+		ObjectMeta: metav1.ObjectMeta{Name: "temporal", Namespace: r.Namespace},
+		Spec: v1alpha1.TemporalConnectionSpec{
+			HostPort:        r.Env.Info.TemporalAddress,
+			APIKeySecretRef: &v1alpha1.SecretKeyReference{Name: "temporal-api-key", Key: "key"},
+		},
+	}
+	if err := r.Env.Kube.Create(context.Background(), conn); err != nil {
+		t.Fatal(err)
+	}
+	got = r.waitCondition(time.Minute, v1alpha1.ConditionProgressing, metav1.ConditionFalse, v1alpha1.ReasonAuthSecretInvalid)
+	if c := findCondition(got, v1alpha1.ConditionReady); !strings.Contains(c.Message, "temporal-api-key") {
+		t.Fatalf("AuthSecretInvalid does not name the Secret: %q", c.Message)
+	}
+
+	// The dev server is plaintext: drop the API key to fix the connection.
+	for {
+		var c v1alpha1.TemporalConnection
+		if err := r.Env.Kube.Get(context.Background(), crclient.ObjectKeyFromObject(conn), &c); err != nil {
+			t.Fatal(err)
+		}
+		c.Spec.APIKeySecretRef = nil
+		if err := r.Env.Kube.Update(context.Background(), &c); err == nil {
+			break
+		} else if !apierrors.IsConflict(err) {
+			t.Fatal(err)
+		}
+	}
+	r.waitCurrent(2*time.Minute, r.buildID())
+}
+
+// TestTemporalOutageScalesNothingDown: while Temporal is unreachable the
+// controller keeps every version running, even one it would otherwise
+// retire at once, reports why, and finishes the rollout when Temporal
+// returns.
+func TestTemporalOutageScalesNothingDown(t *testing.T) {
+	tt := env.NewTest(t)
+	proxy := startProxy(t, tt.Env.Info.TemporalAddress)
+	r := &rollout{T: tt, Name: "outage", TaskQueue: tt.TaskQueue("outage")}
+	conn := &v1alpha1.TemporalConnection{
+		ObjectMeta: metav1.ObjectMeta{Name: "temporal", Namespace: r.Namespace},
+		Spec:       v1alpha1.TemporalConnectionSpec{HostPort: proxy.addr},
+	}
+	if err := r.Env.Kube.Create(context.Background(), conn); err != nil {
+		t.Fatal(err)
+	}
+	twd := r.spec("v1")
+	twd.Spec.Sunset.ScaledownDelay = &metav1.Duration{Duration: 0}
+	twd.Spec.Sunset.DeleteDelay = &metav1.Duration{Duration: 0}
+	r.create(twd)
+	v1 := r.buildID()
+	r.waitCurrent(2*time.Minute, v1)
+
+	proxy.stop()
+	r.setImage("v2")
+	v2 := r.buildID()
+	got := r.waitFor(2*time.Minute, "an outage reason on Ready and Progressing", func(t *v1alpha1.TemporalWorkerDeployment) bool {
+		c := findCondition(t, v1alpha1.ConditionProgressing)
+		return c.Status == metav1.ConditionFalse &&
+			(c.Reason == v1alpha1.ReasonTemporalStateFetchFailed || c.Reason == v1alpha1.ReasonTemporalClientCreationFailed)
+	})
+	t.Logf("during the outage: %s", describe(got))
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		d := r.deployment(v1)
+		if d == nil || ptr.Deref(d.Spec.Replicas, 1) == 0 {
+			t.Fatalf("version %s was scaled down or deleted while Temporal was unreachable: %s", v1, deploymentState(d))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+
+	proxy.start()
+	r.waitCurrent(3*time.Minute, v2)
+}
+
+// TestDeletingTheTWDRemovesItFromTemporal: the finalizer moves routing
+// off, removes the Deployments, then the versions and the worker
+// deployment from Temporal, and only then lets the object go.
+func TestDeletingTheTWDRemovesItFromTemporal(t *testing.T) {
+	r := newRollout(env.NewTest(t), "deletion")
+	r.create(r.spec("v1"))
+	v1 := r.buildID()
+	r.waitCurrent(2*time.Minute, v1)
+	if err := r.Env.Kube.Delete(context.Background(), r.get()); err != nil {
+		t.Fatal(err)
+	}
+	r.Eventually(3*time.Minute, "the TWD gone after Temporal cleanup", func() (bool, string) {
+		var twd v1alpha1.TemporalWorkerDeployment
+		err := r.Env.Kube.Get(context.Background(), crclient.ObjectKey{Namespace: r.Namespace, Name: r.Name}, &twd)
+		if apierrors.IsNotFound(err) {
+			return true, ""
+		}
+		if err != nil {
+			return false, err.Error()
+		}
+		return false, describe(&twd)
+	})
+	if d := r.deployment(v1); d != nil {
+		t.Fatalf("Deployment %s outlived its TWD", d.Name)
+	}
+	_, err := r.Env.Temporal.WorkflowService().DescribeWorkerDeployment(context.Background(), &workflowservice.DescribeWorkerDeploymentRequest{
+		Namespace: r.Env.Info.TemporalNamespace, DeploymentName: r.deploymentName(),
+	})
+	var nf *serviceerror.NotFound
+	if !errors.As(err, &nf) {
+		t.Fatalf("the worker deployment is still in Temporal after the TWD was deleted: %v", err)
+	}
+}
+
+// proxy forwards TCP to Temporal and can be cut, to simulate an outage
+// for the controller and the workers alike.
+type proxy struct {
+	t      *testing.T
+	addr   string
+	target string
+	mu     sync.Mutex
+	ln     net.Listener
+	conns  []net.Conn
+}
+
+func startProxy(t *testing.T, target string) *proxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{t: t, addr: ln.Addr().String(), target: target}
+	p.serve(ln)
+	t.Cleanup(p.stop)
+	return p
+}
+
+func (p *proxy) start() {
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		p.t.Fatalf("restart proxy on %s: %v", p.addr, err)
+	}
+	p.serve(ln)
+}
+
+func (p *proxy) serve(ln net.Listener) {
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", p.target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, in, out)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(out, in); out.Close() }()
+			go func() { _, _ = io.Copy(in, out); in.Close() }()
+		}
+	}()
+}
+
+// stop closes the listener and every forwarded connection.
+func (p *proxy) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}

@@ -1,0 +1,224 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/worker"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/demoworker"
+)
+
+func steps(pcts []int32, pause time.Duration) []v1alpha1.RolloutStep {
+	out := make([]v1alpha1.RolloutStep, len(pcts))
+	for i, p := range pcts {
+		out[i] = v1alpha1.RolloutStep{RampPercentage: p, PauseDuration: metav1.Duration{Duration: pause}}
+	}
+	return out
+}
+
+// TestProgressiveRampsThroughEachStep: the first version becomes current
+// directly; the next one ramps through every step, each held for its
+// pause, then becomes current.
+func TestProgressiveRampsThroughEachStep(t *testing.T) {
+	r := newRollout(env.NewTest(t), "progressive")
+	twd := r.spec("v1")
+	twd.Spec.Rollout = v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyProgressive, Steps: steps([]int32{20, 60}, 4*time.Second)}
+	r.create(twd)
+	v1 := r.buildID()
+	r.waitCurrent(2*time.Minute, v1)
+
+	r.setImage("v2")
+	v2 := r.buildID()
+	seen := map[float32]time.Time{}
+	r.Eventually(3*time.Minute, "version "+v2+" ramped 20% then 60%, then current", func() (bool, string) {
+		cur, ramping, pct := r.routing()
+		if ramping == v2 {
+			if _, ok := seen[pct]; !ok {
+				seen[pct] = time.Now()
+			}
+		}
+		return cur == v2 && len(seen) == 2, describe(r.get())
+	})
+	if seen[20].IsZero() || seen[60].IsZero() {
+		t.Fatalf("ramps seen: %v, want 20%% and 60%%", seen)
+	}
+	// The pause is timed from Temporal's ramp timestamp, so the observed
+	// gap may be a little shorter than 4s, but not much.
+	if gap := seen[60].Sub(seen[20]); gap < 3*time.Second {
+		t.Fatalf("the 20%% step lasted %s, want about its 4s pause", gap)
+	}
+	r.waitCurrent(time.Minute, v2)
+}
+
+// TestManualNeverChangesRouting: the controller registers versions but a
+// person promotes them; Ready follows what they did.
+func TestManualNeverChangesRouting(t *testing.T) {
+	r := newRollout(env.NewTest(t), "manual")
+	twd := r.spec("v1")
+	twd.Spec.Rollout = v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyManual}
+	r.create(twd)
+	v1 := r.buildID()
+	r.waitFor(2*time.Minute, "version "+v1+" registered and waiting for promotion", func(t *v1alpha1.TemporalWorkerDeployment) bool {
+		return hasCondition(t, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForPromotion) &&
+			versionStatus(t, v1) == v1alpha1.VersionInactive
+	})
+	time.Sleep(3 * time.Second)
+	if cur, ramping, _ := r.routing(); cur != "" || ramping != "" {
+		t.Fatalf("Manual changed routing: current=%q ramping=%q", cur, ramping)
+	}
+	if _, err := r.Env.Temporal.WorkflowService().SetWorkerDeploymentCurrentVersion(context.Background(), &workflowservice.SetWorkerDeploymentCurrentVersionRequest{
+		Namespace: r.Env.Info.TemporalNamespace, DeploymentName: r.deploymentName(), BuildId: v1, Identity: "a-person",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitCurrent(time.Minute, v1)
+}
+
+// TestGateWorkflowDecidesTheRollout: a passing gate lets the version
+// through; a failing one stops the rollout with the incumbent still
+// current, and the conditions and an Event say why.
+func TestGateWorkflowDecidesTheRollout(t *testing.T) {
+	r := newRollout(env.NewTest(t), "gate")
+	twd := r.spec("v1")
+	twd.Spec.Rollout.Gate = &v1alpha1.GateWorkflow{WorkflowType: demoworker.GateWorkflow, Input: gateInput(t, false, "")}
+	r.create(twd)
+	v1 := r.buildID()
+	got := r.waitCurrent(2*time.Minute, v1)
+	if g := got.Status.Gate; g == nil || g.BuildID != v1 || g.Result != "Succeeded" || !strings.Contains(g.Message, v1) {
+		t.Fatalf("gate status after a passing gate: %+v", got.Status.Gate)
+	}
+
+	r.update(func(t *v1alpha1.TemporalWorkerDeployment) {
+		t.Spec.Template.Spec.Containers[0].Image = "rainbow.local/demo-worker:v2"
+		t.Spec.Rollout.Gate.Input = gateInput(r.T.T, true, "smoke test failed")
+	})
+	v2 := r.buildID()
+	got = r.waitCondition(2*time.Minute, v1alpha1.ConditionProgressing, metav1.ConditionFalse, v1alpha1.ReasonGateFailed)
+	if c := findCondition(got, v1alpha1.ConditionReady); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "smoke test failed") {
+		t.Fatalf("Ready after a failed gate: %+v", c)
+	}
+	if cur, ramping, _ := r.routing(); cur != v1 || ramping != "" {
+		t.Fatalf("after a failed gate on %s routing is current=%q ramping=%q, want %s and no ramp", v2, cur, ramping, v1)
+	}
+	r.waitEvent(time.Minute, v1alpha1.ReasonGateFailed)
+}
+
+// TestRollbackSkipsStepsAndGate: returning the spec to a version that was
+// current moments ago makes it current again at once, even though the
+// strategy would otherwise ramp for an hour and run a gate.
+func TestRollbackSkipsStepsAndGate(t *testing.T) {
+	r := newRollout(env.NewTest(t), "rollback")
+	twd := r.spec("v1")
+	twd.Spec.Sunset.ScaledownDelay = &metav1.Duration{Duration: 10 * time.Minute}
+	r.create(twd)
+	v1 := r.buildID()
+	r.waitCurrent(2*time.Minute, v1)
+	r.setImage("v2")
+	v2 := r.buildID()
+	r.waitCurrent(2*time.Minute, v2)
+
+	start := time.Now()
+	r.update(func(t *v1alpha1.TemporalWorkerDeployment) {
+		t.Spec.Template.Spec.Containers[0].Image = "rainbow.local/demo-worker:v1"
+		t.Spec.Rollout = v1alpha1.RolloutSpec{
+			Strategy: v1alpha1.StrategyProgressive,
+			Steps:    steps([]int32{10}, time.Hour),
+			Gate:     &v1alpha1.GateWorkflow{WorkflowType: demoworker.GateWorkflow, Input: gateInput(r.T.T, true, "must not run")},
+		}
+	})
+	got := r.waitCurrent(time.Minute, v1)
+	if g := got.Status.Gate; g != nil && g.BuildID == v1 {
+		t.Fatalf("the gate ran on a rollback: %+v", g)
+	}
+	t.Logf("rolled back in %s", time.Since(start).Round(100*time.Millisecond))
+	r.waitEvent(time.Minute, "RolledBack")
+}
+
+// TestUnversionedPollersGetRampedNotReplaced: while unversioned workers
+// still poll the task queue, the first version is ramped like any other
+// instead of taking all traffic at once.
+func TestUnversionedPollersGetRampedNotReplaced(t *testing.T) {
+	r := newRollout(env.NewTest(t), "unversioned")
+	w := worker.New(r.Env.Temporal, r.TaskQueue, worker.Options{})
+	w.RegisterWorkflowWithOptions(demoworker.Hello, workflowName(demoworker.HelloWorkflow))
+	w.RegisterActivity(&demoworker.Activities{BuildID: "unversioned"})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if got := r.hello(); !strings.Contains(got, "unversioned") {
+		t.Fatalf("Hello ran on %q before any version existed", got)
+	}
+
+	twd := r.spec("v1")
+	twd.Spec.Rollout = v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyProgressive, Steps: steps([]int32{30}, time.Hour)}
+	r.create(twd)
+	v1 := r.buildID()
+	r.waitFor(2*time.Minute, "version "+v1+" ramping 30% next to the unversioned workers", func(t *v1alpha1.TemporalWorkerDeployment) bool {
+		return hasCondition(t, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonRamping) &&
+			t.Status.TargetVersion != nil && t.Status.TargetVersion.Status == v1alpha1.VersionRamping
+	})
+	if cur, ramping, pct := r.routing(); cur != "" || ramping != v1 || pct != 30 {
+		t.Fatalf("routing: current=%q ramping=%q at %v%%, want unversioned current and %s at 30%%", cur, ramping, pct, v1)
+	}
+}
+
+// TestManagerHeldByOtherIdentityIsNotFought: when a person takes the
+// manager role, the controller stops writing routing and says so, and
+// resumes once the role is handed back.
+func TestManagerHeldByOtherIdentityIsNotFought(t *testing.T) {
+	r := newRollout(env.NewTest(t), "manager")
+	r.create(r.spec("v1"))
+	v1 := r.buildID()
+	r.waitCurrent(2*time.Minute, v1)
+	r.setManager("a-person")
+
+	r.setImage("v2")
+	v2 := r.buildID()
+	got := r.waitCondition(2*time.Minute, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonManagedByOtherIdentity)
+	if c := findCondition(got, v1alpha1.ConditionReady); !strings.Contains(c.Message, "a-person") {
+		t.Fatalf("the condition does not name the manager: %q", c.Message)
+	}
+	if cur, _, _ := r.routing(); cur != v1 {
+		t.Fatalf("routing changed to %q while another identity manages the deployment", cur)
+	}
+	r.setManager("")
+	r.waitCurrent(2*time.Minute, v2)
+}
+
+// setManager sets (or with "" clears) the manager identity as a person
+// would with the temporal CLI.
+func (r *rollout) setManager(identity string) {
+	r.Helper()
+	req := &workflowservice.SetWorkerDeploymentManagerRequest{
+		Namespace: r.Env.Info.TemporalNamespace, DeploymentName: r.deploymentName(), Identity: "a-person",
+	}
+	if identity == "" {
+		req.NewManagerIdentity = &workflowservice.SetWorkerDeploymentManagerRequest_ManagerIdentity{ManagerIdentity: ""}
+	} else {
+		req.NewManagerIdentity = &workflowservice.SetWorkerDeploymentManagerRequest_ManagerIdentity{ManagerIdentity: identity}
+	}
+	r.Eventually(30*time.Second, "manager identity set to "+identity, func() (bool, string) {
+		_, err := r.Env.Temporal.WorkflowService().SetWorkerDeploymentManager(context.Background(), req)
+		if err != nil {
+			return false, err.Error()
+		}
+		return true, ""
+	})
+}
+
+func gateInput(t testing.TB, fail bool, msg string) *apiextensionsv1.JSON {
+	raw, err := json.Marshal(demoworker.GateInput{Fail: fail, Message: msg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &apiextensionsv1.JSON{Raw: raw}
+}
