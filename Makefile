@@ -61,6 +61,7 @@ dev-env: kube-bins bins ## Run the local environment in the foreground (state in
 
 .PHONY: run
 run: bins ## Run the controller against the local environment started by `make dev-env`
+	$(CACHE)/kube/kubectl --kubeconfig .dev/kubeconfig apply --server-side -k config/crd
 	$(BIN)/manager --kubeconfig .dev/kubeconfig --metrics-bind-address 127.0.0.1:8080 --health-probe-bind-address 127.0.0.1:8081 --zap-devel
 
 .PHONY: help
