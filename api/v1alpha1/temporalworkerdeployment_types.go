@@ -71,6 +71,20 @@ type WorkerOptions struct {
 	// +kubebuilder:validation:MaxLength=255
 	// +kubebuilder:validation:Pattern=`^[^.:]+$`
 	DeploymentName string `json:"deploymentName,omitempty"`
+
+	// CustomBuildID is optional: leave it unset and the build ID is derived
+	// from the pod template, so every template change is a new version.
+	// When set, it is the build ID, and a template change that keeps it
+	// (a logging fix, an env var, a resource limit) updates the running
+	// version's Deployment in place instead of starting a new version.
+	// WARNING: you must change it whenever the workflow code changes in a
+	// way that is not replay-compatible; otherwise pinned workflows replay
+	// on the new code and fail with non-determinism errors.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9]([a-zA-Z0-9._-]*[a-zA-Z0-9])?$`
+	CustomBuildID string `json:"customBuildID,omitempty"`
 }
 
 // ConnectionReference names a TemporalConnection in the same namespace.
@@ -193,6 +207,10 @@ type WorkerVersion struct {
 	RampPercentage *int32 `json:"rampPercentage,omitempty"`
 	// +optional
 	DrainedSince *metav1.Time `json:"drainedSince,omitempty"`
+	// UpdatedInPlaceAt is when the controller last rolled this version's
+	// Deployment to a changed pod template that kept the custom build ID.
+	// +optional
+	UpdatedInPlaceAt *metav1.Time `json:"updatedInPlaceAt,omitempty"`
 }
 
 // GateStatus records the gate workflow run for the target version.

@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 )
 
 const (
@@ -87,6 +89,15 @@ func prune(v any) any {
 	default:
 		return v
 	}
+}
+
+// Of is the build ID a TemporalWorkerDeployment's spec asks for: its
+// custom build ID when set, else the one generated from its template.
+func Of(spec *v1alpha1.TemporalWorkerDeploymentSpec) string {
+	if id := spec.WorkerOptions.CustomBuildID; id != "" {
+		return id
+	}
+	return Generate(&spec.Template)
 }
 
 // Generate returns the build ID for a template: "<tag>-<hash>".

@@ -138,6 +138,7 @@ func dropDep(in *Input, build string) {
 // expect lists every action a case expects; nil or empty means none.
 type expect struct {
 	Create         *CreateDeployment
+	Update         *UpdateDeployment
 	Scale          []Scale
 	Delete         []string // Deployment names
 	Routing        *Routing
@@ -157,6 +158,9 @@ func check(t *testing.T, in Input, want expect) Result {
 	got := Plan(in)
 	if !reflect.DeepEqual(got.CreateDeployment, want.Create) {
 		t.Errorf("CreateDeployment = %+v, want %+v", got.CreateDeployment, want.Create)
+	}
+	if !reflect.DeepEqual(got.UpdateDeployment, want.Update) {
+		t.Errorf("UpdateDeployment = %+v, want %+v", got.UpdateDeployment, want.Update)
 	}
 	if !reflect.DeepEqual(got.Scale, want.Scale) {
 		t.Errorf("Scale = %+v, want %+v", got.Scale, want.Scale)

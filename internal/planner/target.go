@@ -14,8 +14,10 @@ func planTarget(v *view, p *plan) progress {
 		return blockedBecause(v1alpha1.ReasonPlanGenerationFailed, "the target build ID is empty; the controller could not compute it from spec.template")
 	}
 	dep, exists := v.deps[v.target]
+	rolling := false
 	if exists {
 		syncTargetReplicas(v, p, dep)
+		rolling = syncTargetTemplate(v, p, dep) || dep.Rolling
 	} else {
 		if msg, full := tooManyVersions(v); full {
 			p.event(EventWarning, v1alpha1.ReasonTooManyVersions, msg)
@@ -28,10 +30,20 @@ func planTarget(v *view, p *plan) progress {
 		return temporalUnknown(v, p)
 	}
 	if v.temporal().CurrentBuildID == v.target {
+		if rolling {
+			p.after(requeueWatch)
+			return movingBecause(v1alpha1.ReasonWaitingForPollers, fmt.Sprintf(
+				"version %s is current; rolling the changed pod template out to its Deployment %s in place", v.target, dep.Name))
+		}
 		return targetIsCurrent(v, p)
 	}
 	if !exists {
 		return movingBecause(v1alpha1.ReasonWaitingForPollers, fmt.Sprintf("creating the Deployment of version %s", v.target))
+	}
+	if rolling {
+		p.after(requeueWatch)
+		return movingBecause(v1alpha1.ReasonWaitingForPollers, fmt.Sprintf(
+			"rolling the changed pod template of version %s out to its Deployment %s in place before it gets traffic", v.target, dep.Name))
 	}
 	if prog, waiting := waitForWorkers(v, p, dep); waiting {
 		return prog
@@ -84,6 +96,27 @@ func syncTargetReplicas(v *view, p *plan, dep Deployment) {
 	}
 	p.scale(dep, want, why, EventScale, msg)
 	p.after(requeueWatch)
+}
+
+// syncTargetTemplate updates the target's Deployment in place when it runs
+// another pod template than the spec: a custom build ID kept across a
+// change that is not workflow code. A Deployment with no recorded hash gets
+// one without a restart. It reports whether an update starts now.
+func syncTargetTemplate(v *view, p *plan, dep Deployment) bool {
+	want := v.in.Spec.TemplateHash
+	switch {
+	case want == "" || dep.TemplateHash == want:
+		return false
+	case dep.TemplateHash == "":
+		p.res.UpdateDeployment = &UpdateDeployment{Name: dep.Name, BuildID: dep.BuildID, HashOnly: true}
+		return false
+	}
+	p.res.UpdateDeployment = &UpdateDeployment{Name: dep.Name, BuildID: dep.BuildID}
+	p.event(EventNormal, EventUpdateInPlace, fmt.Sprintf(
+		"updating Deployment %s in place: spec.template changed while the build ID stayed %s (spec.workerOptions.customBuildID), so this is a rolling update of the same version",
+		dep.Name, dep.BuildID))
+	p.after(requeueWatch)
+	return true
 }
 
 // tooManyVersions: creating the target would register one version more than

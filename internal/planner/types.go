@@ -44,6 +44,10 @@ type Spec struct {
 	DeleteDelay      time.Duration
 	// MaxVersions is Temporal's per-deployment version limit; 0 = no limit.
 	MaxVersions int
+	// TemplateHash is the hash of the spec's pod template. The target's
+	// Deployment is updated in place when it runs another one (only
+	// possible with a custom build ID). Empty: no drift detection.
+	TemplateHash string
 }
 
 // Step is one ramp of a Progressive rollout.
@@ -64,6 +68,13 @@ type Deployment struct {
 	// ScaledDownAt is when the controller last scaled it to zero (an
 	// annotation). It only counts while Replicas is 0.
 	ScaledDownAt *time.Time
+	// TemplateHash is the pod template hash it runs (an annotation); empty
+	// for a Deployment made before hashes were recorded.
+	TemplateHash string
+	// Rolling: a template change is still being rolled out (the Deployment
+	// controller has not seen the latest spec, or pods of an older
+	// template remain).
+	Rolling bool
 }
 
 // TemporalState is the worker deployment as Temporal describes it.
@@ -129,7 +140,10 @@ type Problem struct {
 // Actions are independent; the executor may run them in any order, except
 // that BecomeManager must succeed before Routing is written.
 type Result struct {
-	CreateDeployment  *CreateDeployment
+	CreateDeployment *CreateDeployment
+	// UpdateDeployment updates the target's Deployment to the spec's
+	// template in place, keeping its build ID.
+	UpdateDeployment  *UpdateDeployment
 	Scale             []Scale
 	DeleteDeployments []DeleteDeployment
 	// BecomeManager: set the worker deployment's manager identity to
@@ -153,6 +167,16 @@ type Result struct {
 type CreateDeployment struct {
 	BuildID  string
 	Replicas int32
+}
+
+// UpdateDeployment brings the target's Deployment to the spec's template.
+type UpdateDeployment struct {
+	Name    string
+	BuildID string
+	// HashOnly: only record the template hash, without touching the pod
+	// template (a Deployment made before hashes were recorded must not
+	// restart its pods for that alone).
+	HashOnly bool
 }
 
 // ScaleReason says why a Deployment is scaled.
@@ -261,6 +285,7 @@ const (
 // Event reasons for actions. Warnings reuse the condition reasons.
 const (
 	EventCreateDeployment = "CreateDeployment"
+	EventUpdateInPlace    = "UpdateInPlace"
 	EventScale            = "Scale"
 	EventScaleDown        = "ScaleDown"
 	EventDeleteDeployment = "DeleteDeployment"

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/buildid"
 	"github.com/rainbow-deploy/rainbow/internal/workerenv"
 )
 
@@ -31,6 +32,11 @@ const (
 	// AnnotationConnectionHash changes when the connection's address or
 	// credentials change, so that running versions roll to pick them up.
 	AnnotationConnectionHash = "temporal.io/connection-hash"
+	// AnnotationTemplateHash is the SHA-256 of the user's pod template
+	// (before the controller's additions) the Deployment runs. With a
+	// custom build ID, a different hash means the template drifted and the
+	// Deployment is updated in place.
+	AnnotationTemplateHash = "temporal.io/pod-template-hash"
 	// AnnotationScaledDownAt records when the controller scaled a finished
 	// version to zero (RFC 3339).
 	AnnotationScaledDownAt = "temporal.io/scaled-down-at"
@@ -93,10 +99,7 @@ func WorkerLabel(twdName string) string {
 // NewDeployment builds the Deployment of one version from the TWD's current
 // template. replicas is nil when an autoscaler owns them.
 func NewDeployment(twd *v1alpha1.TemporalWorkerDeployment, id Identity, conn Connection, replicas *int32) *appsv1.Deployment {
-	selector := map[string]string{LabelWorker: WorkerLabel(twd.Name), LabelBuildID: id.BuildID}
-	tpl := *twd.Spec.Template.DeepCopy()
-	tpl.Labels = merge(tpl.Labels, selector)
-	ApplyConnection(&tpl, id, conn)
+	selector := selectorOf(twd.Name, id.BuildID)
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      DeploymentName(twd.Name, id.BuildID),
@@ -112,14 +115,31 @@ func NewDeployment(twd *v1alpha1.TemporalWorkerDeployment, id Identity, conn Con
 			}},
 		},
 		Spec: appsv1.DeploymentSpec{
-			Replicas:                replicas,
-			Selector:                &metav1.LabelSelector{MatchLabels: selector},
-			Template:                tpl,
-			MinReadySeconds:         twd.Spec.MinReadySeconds,
-			ProgressDeadlineSeconds: twd.Spec.ProgressDeadlineSeconds,
+			Replicas: replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: selector},
 		},
 	}
+	SetTemplate(d, twd, id, conn)
 	return d
+}
+
+// SetTemplate makes d run the TWD's current pod template: the user's
+// template, the controller's labels and injections, and the template hash
+// annotation that drift detection compares. NewDeployment and the in-place
+// update of a custom build ID both use it, so they cannot drift apart.
+// Replicas and the selector are left alone.
+func SetTemplate(d *appsv1.Deployment, twd *v1alpha1.TemporalWorkerDeployment, id Identity, conn Connection) {
+	tpl := *twd.Spec.Template.DeepCopy()
+	tpl.Labels = merge(tpl.Labels, selectorOf(twd.Name, id.BuildID))
+	ApplyConnection(&tpl, id, conn)
+	d.Spec.Template = tpl
+	d.Spec.MinReadySeconds = twd.Spec.MinReadySeconds
+	d.Spec.ProgressDeadlineSeconds = twd.Spec.ProgressDeadlineSeconds
+	d.Annotations = merge(d.Annotations, map[string]string{AnnotationTemplateHash: buildid.TemplateHash(&twd.Spec.Template)})
+}
+
+func selectorOf(twdName, buildID string) map[string]string {
+	return map[string]string{LabelWorker: WorkerLabel(twdName), LabelBuildID: buildID}
 }
 
 // ApplyConnection sets the env contract, TLS volume and connection hash on a

@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -148,5 +149,40 @@ func TestWorkerLabel(t *testing.T) {
 		if errs := validation.IsValidLabelValue(WorkerLabel(n)); len(errs) > 0 {
 			t.Errorf("label for %d-char name: %v", len(n), errs)
 		}
+	}
+}
+
+// TestInPlaceUpdateMatchesCreation: updating a Deployment to a changed
+// template gives the same pod template a new Deployment would get, and
+// keeps what belongs to the running Deployment (replicas, selector).
+func TestInPlaceUpdateMatchesCreation(t *testing.T) {
+	base := twd()
+	id := Identity{TemporalNamespace: "default", DeploymentName: "ns/worker", BuildID: "stable"}
+	conn := Connection{Address: "temporal:7233"}
+	old := NewDeployment(base, id, conn, ptr.To[int32](4))
+
+	changed := base.DeepCopy()
+	changed.Spec.Template.Spec.Containers[0].Image = "worker:v2"
+	changed.Spec.Template.Spec.Containers[0].Env = append(changed.Spec.Template.Spec.Containers[0].Env, corev1.EnvVar{Name: "LOG_LEVEL", Value: "debug"})
+	updated := old.DeepCopy()
+	SetTemplate(updated, changed, id, conn)
+	fresh := NewDeployment(changed, id, conn, ptr.To[int32](1))
+
+	if !reflect.DeepEqual(updated.Spec.Template, fresh.Spec.Template) {
+		t.Fatalf("in-place template differs from a new Deployment's:\n%+v\n%+v", updated.Spec.Template, fresh.Spec.Template)
+	}
+	if *updated.Spec.Replicas != 4 || !reflect.DeepEqual(updated.Spec.Selector, old.Spec.Selector) {
+		t.Fatalf("in-place update changed replicas or selector: %d %+v", *updated.Spec.Replicas, updated.Spec.Selector)
+	}
+	if updated.Annotations[AnnotationTemplateHash] == old.Annotations[AnnotationTemplateHash] ||
+		updated.Annotations[AnnotationTemplateHash] != fresh.Annotations[AnnotationTemplateHash] {
+		t.Fatalf("template hash annotation: old %q updated %q fresh %q", old.Annotations[AnnotationTemplateHash],
+			updated.Annotations[AnnotationTemplateHash], fresh.Annotations[AnnotationTemplateHash])
+	}
+	// The hash is of the user's template only: the controller's additions
+	// (here a different connection) do not change it.
+	other := NewDeployment(changed, id, Connection{Address: "elsewhere:7233"}, nil)
+	if other.Annotations[AnnotationTemplateHash] != fresh.Annotations[AnnotationTemplateHash] {
+		t.Fatal("the template hash depends on the connection")
 	}
 }

@@ -116,7 +116,7 @@ func (r *rollout) get() *v1alpha1.TemporalWorkerDeployment {
 // buildID is the build ID the controller derives for the TWD's template.
 func (r *rollout) buildID() string {
 	r.Helper()
-	return buildid.Generate(&r.get().Spec.Template)
+	return buildid.Of(&r.get().Spec)
 }
 
 func (r *rollout) deploymentName() string {

@@ -66,6 +66,15 @@ func TestAdmissionRejectsInvalidSpecs(t *testing.T) {
 			d.Spec.WorkerOptions.DeploymentName = "team.worker"
 		}, want: "spec.workerOptions.deploymentName"},
 		"dot in object name without deployment name": {name: "my.worker", want: "set spec.workerOptions.deploymentName"},
+		"custom build ID with a slash": {mutate: func(d *v1.TemporalWorkerDeployment) {
+			d.Spec.WorkerOptions.CustomBuildID = "team/v1"
+		}, want: "spec.workerOptions.customBuildID"},
+		"custom build ID too long": {mutate: func(d *v1.TemporalWorkerDeployment) {
+			d.Spec.WorkerOptions.CustomBuildID = strings.Repeat("a", 64)
+		}, want: "spec.workerOptions.customBuildID"},
+		"custom build ID ending in a dash": {mutate: func(d *v1.TemporalWorkerDeployment) {
+			d.Spec.WorkerOptions.CustomBuildID = "v1-"
+		}, want: "spec.workerOptions.customBuildID"},
 		"missing temporal namespace": {mutate: func(d *v1.TemporalWorkerDeployment) {
 			d.Spec.WorkerOptions.TemporalNamespace = ""
 		}, want: "spec.workerOptions.temporalNamespace"},

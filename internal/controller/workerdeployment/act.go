@@ -33,6 +33,8 @@ type outcome struct {
 	// the plan's conditions still describe the state.
 	retrySoon bool
 	gate      *v1alpha1.GateStatus
+	// updatedInPlace is the build ID whose Deployment got a new template.
+	updatedInPlace string
 }
 
 func (o *outcome) fail(err error) { o.failed = append(o.failed, err) }
@@ -47,6 +49,16 @@ func (r *Reconciler) act(ctx context.Context, o *observation, res planner.Result
 	if c := res.CreateDeployment; c != nil && o.conn != nil {
 		if err := r.createDeployment(ctx, o, c); err != nil {
 			out.fail(err)
+		}
+	}
+	if u := res.UpdateDeployment; u != nil && o.conn != nil {
+		touched[u.BuildID] = true
+		if d := o.deployments[u.BuildID]; d != nil {
+			err := r.updateTemplate(ctx, o, d, u.HashOnly)
+			r.kubeErr(&out, err)
+			if err == nil && !u.HashOnly {
+				out.updatedInPlace = u.BuildID
+			}
 		}
 	}
 	for _, s := range res.Scale {
@@ -97,6 +109,24 @@ func (r *Reconciler) createDeployment(ctx context.Context, o *observation, c *pl
 	}
 	if err != nil {
 		return fmt.Errorf("create Deployment %s: %w", d.Name, err)
+	}
+	return nil
+}
+
+// updateTemplate brings a version's Deployment to the spec's template in
+// place, or with hashOnly only records which template it runs.
+func (r *Reconciler) updateTemplate(ctx context.Context, o *observation, d *appsv1.Deployment, hashOnly bool) error {
+	patched := d.DeepCopy()
+	if hashOnly {
+		if patched.Annotations == nil {
+			patched.Annotations = map[string]string{}
+		}
+		patched.Annotations[workload.AnnotationTemplateHash] = o.input.Spec.TemplateHash
+	} else {
+		workload.SetTemplate(patched, o.twd, identity(o, d.Labels[workload.LabelBuildID]), o.conn.Workers)
+	}
+	if err := r.Client.Patch(ctx, patched, client.MergeFromWithOptions(d, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("update the pod template of Deployment %s: %w", d.Name, err)
 	}
 	return nil
 }

@@ -43,6 +43,9 @@ func plannerDeployment(d *appsv1.Deployment) planner.Deployment {
 		Name:      d.Name,
 		Replicas:  replicasOf(d),
 		Available: available(d),
+		// Pods of an older template remain, or the change is not yet seen.
+		Rolling:      d.Status.ObservedGeneration < d.Generation || d.Status.Replicas > d.Status.UpdatedReplicas,
+		TemplateHash: d.Annotations[workload.AnnotationTemplateHash],
 	}
 	if pd.Replicas == 0 {
 		if t, err := time.Parse(time.RFC3339, d.Annotations[workload.AnnotationScaledDownAt]); err == nil {

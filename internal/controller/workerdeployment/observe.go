@@ -51,7 +51,7 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 	o := &observation{
 		twd:            twd,
 		deploymentName: DeploymentName(twd),
-		targetBuildID:  buildid.Generate(&twd.Spec.Template),
+		targetBuildID:  buildid.Of(&twd.Spec),
 		details:        map[string]temporal.VersionDetail{},
 	}
 	deps, err := ownedDeployments(ctx, r.Client, twd)
@@ -198,6 +198,7 @@ func plannerSpec(twd *v1alpha1.TemporalWorkerDeployment, target string, maxVersi
 		ScaledownDelay: time.Hour,
 		DeleteDelay:    24 * time.Hour,
 		MaxVersions:    maxVersions,
+		TemplateHash:   buildid.TemplateHash(&twd.Spec.Template),
 	}
 	if s.Strategy == "" {
 		s.Strategy = v1alpha1.StrategyAllAtOnce

@@ -159,6 +159,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	before := twd.Status.Conditions
 	status := newStatus(twd.Status, twd.Generation, res, out.gate, taskQueues(o), now)
+	markUpdatedInPlace(&status, out.updatedInPlace, now)
 	if err := r.writeStatus(ctx, &twd, status); err != nil {
 		return reconcile.Result{}, err
 	}
