@@ -66,7 +66,7 @@ func TestCustomBuildID(t *testing.T) {
 				Progressing: condTrue, Requeue: 30 * time.Second, Events: []string{EventUpdateInPlace}, Message: "before it gets traffic"},
 		},
 		"no template hash given: no drift detection": {
-			in: with(base(), currentV2, func(in *Input) { in.Spec.TemplateHash = "" }),
+			in:   with(base(), currentV2, func(in *Input) { in.Spec.TemplateHash = "" }),
 			want: expect{Ready: condTrue, Reason: v1alpha1.ReasonRolloutComplete, Progressing: condFalse, Requeue: time.Minute},
 		},
 	})
