@@ -112,3 +112,46 @@ func (r *rollout) deploymentsOfTWD() []string {
 	}
 	return out
 }
+
+// TestCustomBuildIDExample applies examples/custom-build-id/worker.yaml and
+// changes an env var, which the example says is an in-place update.
+func TestCustomBuildIDExample(t *testing.T) {
+	tt := env.NewTest(t)
+	twd := &v1alpha1.TemporalWorkerDeployment{}
+	env.ReadExample(t, "custom-build-id/worker.yaml", twd)
+	r := &rollout{T: tt, Name: twd.Name, TaskQueue: tt.TaskQueue(twd.Name)}
+	conn := &v1alpha1.TemporalConnection{
+		ObjectMeta: metav1.ObjectMeta{Name: twd.Spec.WorkerOptions.ConnectionRef.Name, Namespace: tt.Namespace},
+		Spec:       v1alpha1.TemporalConnectionSpec{HostPort: tt.Env.Info.TemporalAddress},
+	}
+	if err := tt.Env.Kube.Create(context.Background(), conn); err != nil {
+		t.Fatal(err)
+	}
+	twd.Namespace = tt.Namespace
+	twd.Spec.WorkerOptions.TemporalNamespace = tt.Env.Info.TemporalNamespace
+	setEnv(&twd.Spec.Template.Spec.Containers[0], "DEMO_TASK_QUEUE", r.TaskQueue)
+	r.create(twd)
+	build := twd.Spec.WorkerOptions.CustomBuildID
+	r.waitCurrent(2*time.Minute, build)
+
+	r.update(func(t *v1alpha1.TemporalWorkerDeployment) {
+		setEnv(&t.Spec.Template.Spec.Containers[0], "LOG_LEVEL", "debug")
+	})
+	got := r.waitFor(2*time.Minute, build+" updated in place and Ready", func(t *v1alpha1.TemporalWorkerDeployment) bool {
+		return hasCondition(t, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonRolloutComplete) &&
+			t.Status.CurrentVersion != nil && t.Status.CurrentVersion.UpdatedInPlaceAt != nil
+	})
+	if got.Status.CurrentVersion.BuildID != build {
+		t.Fatalf("current version changed to %s", got.Status.CurrentVersion.BuildID)
+	}
+}
+
+func setEnv(c *corev1.Container, name, value string) {
+	for i := range c.Env {
+		if c.Env[i].Name == name {
+			c.Env[i].Value = value
+			return
+		}
+	}
+	c.Env = append(c.Env, corev1.EnvVar{Name: name, Value: value})
+}
