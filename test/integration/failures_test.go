@@ -108,18 +108,16 @@ func TestTemporalOutageScalesNothingDown(t *testing.T) {
 
 	proxy.start()
 	r.waitCurrent(3*time.Minute, v2)
+	// The TWD's finalizer needs Temporal: let it finish while the proxy
+	// still runs, or the namespace could never be deleted.
+	r.deleteAndWait()
 }
 
-// TestDeletingTheTWDRemovesItFromTemporal: the finalizer moves routing
-// off, removes the Deployments, then the versions and the worker
-// deployment from Temporal, and only then lets the object go.
-func TestDeletingTheTWDRemovesItFromTemporal(t *testing.T) {
-	r := newRollout(env.NewTest(t), "deletion")
-	r.create(r.spec("v1"))
-	v1 := r.buildID()
-	r.waitCurrent(2*time.Minute, v1)
+// deleteAndWait deletes the TWD and waits until its finalizer let it go.
+func (r *rollout) deleteAndWait() {
+	r.Helper()
 	if err := r.Env.Kube.Delete(context.Background(), r.get()); err != nil {
-		t.Fatal(err)
+		r.Fatal(err)
 	}
 	r.Eventually(3*time.Minute, "the TWD gone after Temporal cleanup", func() (bool, string) {
 		var twd v1alpha1.TemporalWorkerDeployment
@@ -132,6 +130,17 @@ func TestDeletingTheTWDRemovesItFromTemporal(t *testing.T) {
 		}
 		return false, describe(&twd)
 	})
+}
+
+// TestDeletingTheTWDRemovesItFromTemporal: the finalizer moves routing
+// off, removes the Deployments, then the versions and the worker
+// deployment from Temporal, and only then lets the object go.
+func TestDeletingTheTWDRemovesItFromTemporal(t *testing.T) {
+	r := newRollout(env.NewTest(t), "deletion")
+	r.create(r.spec("v1"))
+	v1 := r.buildID()
+	r.waitCurrent(2*time.Minute, v1)
+	r.deleteAndWait()
 	if d := r.deployment(v1); d != nil {
 		t.Fatalf("Deployment %s outlived its TWD", d.Name)
 	}

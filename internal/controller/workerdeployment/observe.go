@@ -34,6 +34,10 @@ type observation struct {
 	input planner.Input
 	// busy: Temporal throttled a read; retry in a second, not ten.
 	busy bool
+	// connKey identifies the Temporal connection, for the idle cache.
+	connKey string
+	// reused: the Temporal state came from the idle cache.
+	reused bool
 }
 
 // DeploymentName is the Temporal worker deployment name of a TWD.
@@ -89,6 +93,14 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 		return o, nil
 	}
 	o.api = temporal.NewAPI(c, conn.Params.Namespace, r.Pool.Identity())
+	o.connKey = conn.Params.Key()
+	if state, token, ok := r.idle.reuse(ctx, o, o.connKey, now); ok {
+		o.input.Temporal, o.token, o.reused = state, token, true
+		if twd.Spec.Rollout.Gate != nil {
+			o.gate = twd.Status.Gate.DeepCopy() // the target is current: its gate is settled
+		}
+		return o, nil
+	}
 	if err := r.observeTemporal(ctx, o); err != nil {
 		o.busy = errors.Is(err, temporal.ErrBusy)
 		o.input.Temporal = nil

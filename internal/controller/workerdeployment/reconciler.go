@@ -4,6 +4,7 @@
 package workerdeployment
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -42,6 +44,9 @@ const (
 	retryConflict = time.Second
 	// retryFailed: an action failed; try again without hammering.
 	retryFailed = 5 * time.Second
+	// reconcileTimeout bounds one pass, Temporal calls included.
+	reconcileTimeout = 30 * time.Second
+	defaultWorkers   = 8
 )
 
 // Reconciler reconciles TemporalWorkerDeployments.
@@ -53,6 +58,11 @@ type Reconciler struct {
 	// MaxVersions is Temporal's limit of versions per worker deployment
 	// (the server's matching.maxVersionsInDeployment); 0 = no limit.
 	MaxVersions int
+	// Workers is how many TWDs are reconciled at once (default 8), so a
+	// slow Temporal call for one never delays another's rollout step.
+	Workers int
+
+	idle idleCache
 }
 
 // +kubebuilder:rbac:groups=temporal.io,resources=temporalworkerdeployments,verbs=get;list;watch;update;patch
@@ -79,6 +89,7 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		Watches(&v1alpha1.TemporalConnection{}, handler.EnqueueRequestsFromMapFunc(r.usersOfConnection)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.usersOfSecret)).
 		Named("temporalworkerdeployment").
+		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.Workers, defaultWorkers)}).
 		Complete(r)
 }
 
@@ -114,10 +125,13 @@ func (r *Reconciler) usersOfSecret(ctx context.Context, o client.Object) []recon
 
 // Reconcile runs one observe, plan, act pass and writes status once.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
+	defer cancel()
 	var twd v1alpha1.TemporalWorkerDeployment
 	if err := r.Client.Get(ctx, req.NamespacedName, &twd); err != nil {
 		if apierrors.IsNotFound(err) {
 			forgetMetrics(req.Namespace, req.Name)
+			r.idle.forget(req.NamespacedName)
 			r.Pool.Forget(ownerKey(&v1alpha1.TemporalWorkerDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name}}))
 			return reconcile.Result{}, nil
 		}
@@ -143,6 +157,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	res := planner.Plan(o.input)
 	out := r.act(ctx, o, res, now)
 	r.recordEvents(o, res)
+
+	switch {
+	case len(out.failed) > 0 || out.retrySoon:
+		r.idle.forget(keyOf(&twd))
+	case !o.reused:
+		r.idle.remember(ctx, o, o.connKey, res, now)
+	case !idle(res):
+		r.idle.forget(keyOf(&twd))
+	}
 
 	requeue := res.RequeueAfter
 	if out.retrySoon || o.busy {

@@ -1,0 +1,181 @@
+package workerdeployment
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/planner"
+	"github.com/rainbow-deploy/rainbow/internal/temporal"
+)
+
+// Temporal's worker-deployment reads are rate limited per namespace and
+// shared with autoscalers. When a rollout is complete and nothing changes,
+// one ListWorkerDeployments per Temporal namespace stands in for a
+// DescribeWorkerDeployment per TWD: the list shows routing changes and new
+// versions, which is all that can move an idle worker deployment.
+const (
+	// listMaxAge: one list serves every idle TWD of a namespace this long.
+	listMaxAge = 30 * time.Second
+	// describeMaxAge: an idle TWD is still described this often, for what
+	// the list does not show (manager identity, a version's own status).
+	describeMaxAge = 10 * time.Minute
+)
+
+// idleCache remembers the last Temporal state of TWDs whose rollout was
+// complete, and the latest worker deployment list per connection.
+type idleCache struct {
+	mu    sync.Mutex
+	twds  map[types.NamespacedName]idleEntry
+	lists map[string]listEntry
+}
+
+type idleEntry struct {
+	uid         types.UID
+	generation  int64
+	deployments string
+	state       *planner.TemporalState
+	token       []byte
+	describedAt time.Time
+	summary     temporal.DeploymentSummary
+	hasSummary  bool
+}
+
+type listEntry struct {
+	at        time.Time
+	summaries map[string]temporal.DeploymentSummary
+}
+
+// reuse returns the remembered state of an idle TWD if neither Kubernetes
+// nor Temporal shows a change since it was described.
+func (c *idleCache) reuse(ctx context.Context, o *observation, connKey string, now time.Time) (*planner.TemporalState, []byte, bool) {
+	c.mu.Lock()
+	e, ok := c.twds[keyOf(o.twd)]
+	c.mu.Unlock()
+	if !ok || e.uid != o.twd.UID || e.generation != o.twd.Generation || e.deployments != deploymentsKey(o.deployments) ||
+		now.Sub(e.describedAt) > describeMaxAge || !e.hasSummary {
+		return nil, nil, false
+	}
+	summaries, err := c.list(ctx, o.api, connKey, now)
+	if err != nil {
+		return nil, nil, false
+	}
+	s, ok := summaries[o.deploymentName]
+	if !ok || !sameRouting(s, e.summary) {
+		return nil, nil, false
+	}
+	return copyState(e.state), e.token, true
+}
+
+// list returns the connection's worker deployments, listing at most once
+// per listMaxAge.
+func (c *idleCache) list(ctx context.Context, api *temporal.API, connKey string, now time.Time) (map[string]temporal.DeploymentSummary, error) {
+	c.mu.Lock()
+	l, ok := c.lists[connKey]
+	c.mu.Unlock()
+	if ok && now.Sub(l.at) < listMaxAge {
+		return l.summaries, nil
+	}
+	summaries, err := api.ListDeployments(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.lists == nil {
+		c.lists = map[string]listEntry{}
+	}
+	c.lists[connKey] = listEntry{at: now, summaries: summaries}
+	c.mu.Unlock()
+	return summaries, nil
+}
+
+// remember stores a freshly described state if the plan left nothing to do
+// and nothing to wait for in Temporal; otherwise it forgets the TWD, so the
+// next reconcile describes it again.
+func (c *idleCache) remember(ctx context.Context, o *observation, connKey string, res planner.Result, now time.Time) {
+	if o.api == nil || o.input.Temporal == nil || !idle(res) {
+		c.forget(keyOf(o.twd))
+		return
+	}
+	e := idleEntry{
+		uid:         o.twd.UID,
+		generation:  o.twd.Generation,
+		deployments: deploymentsKey(o.deployments),
+		state:       copyState(o.input.Temporal),
+		token:       o.token,
+		describedAt: now,
+	}
+	// The summary to compare with later is read after the describe, so a
+	// change between the two is seen as a change, never missed.
+	if summaries, err := c.list(ctx, o.api, connKey, now); err == nil {
+		e.summary, e.hasSummary = summaries[o.deploymentName]
+	}
+	c.mu.Lock()
+	if c.twds == nil {
+		c.twds = map[types.NamespacedName]idleEntry{}
+	}
+	c.twds[keyOf(o.twd)] = e
+	c.mu.Unlock()
+}
+
+// forget makes the next reconcile of the TWD describe it.
+func (c *idleCache) forget(key types.NamespacedName) {
+	c.mu.Lock()
+	delete(c.twds, key)
+	c.mu.Unlock()
+}
+
+func keyOf(twd *v1alpha1.TemporalWorkerDeployment) types.NamespacedName {
+	return types.NamespacedName{Namespace: twd.Namespace, Name: twd.Name}
+}
+
+// idle: the rollout is complete, the plan acts on nothing, no version
+// drains and none waits to be deleted from Temporal (drainage and pollers
+// show only in a describe).
+func idle(res planner.Result) bool {
+	if res.Ready.Status != metav1.ConditionTrue || res.CreateDeployment != nil || res.UpdateDeployment != nil ||
+		len(res.Scale) > 0 || len(res.DeleteDeployments) > 0 || res.Routing != nil || res.BecomeManager ||
+		len(res.DeleteTemporalVersions) > 0 || res.StartGate != nil {
+		return false
+	}
+	for _, v := range res.Versions {
+		switch {
+		case v.Status == v1alpha1.VersionDraining || v.Status == "":
+			return false
+		case v.Deployment == "" && v.Status != v1alpha1.VersionCurrent:
+			// Its deletion from Temporal waits for its pollers to be
+			// forgotten, which only a describe shows.
+			return false
+		}
+	}
+	return true
+}
+
+func sameRouting(a, b temporal.DeploymentSummary) bool {
+	return a.CurrentBuildID == b.CurrentBuildID && a.RampingBuildID == b.RampingBuildID &&
+		a.RampPercentage == b.RampPercentage && a.RoutingChangedAt.Equal(b.RoutingChangedAt) &&
+		a.LatestBuildID == b.LatestBuildID && a.LatestCreatedAt.Equal(b.LatestCreatedAt)
+}
+
+// deploymentsKey changes whenever any versioned Deployment changes.
+func deploymentsKey(deps map[string]*appsv1.Deployment) string {
+	keys := make([]string, 0, len(deps))
+	for b, d := range deps {
+		keys = append(keys, b+"="+d.ResourceVersion)
+	}
+	slices.Sort(keys)
+	return strings.Join(keys, ",")
+}
+
+func copyState(s *planner.TemporalState) *planner.TemporalState {
+	c := *s
+	c.Versions = slices.Clone(s.Versions)
+	return &c
+}
