@@ -15,7 +15,7 @@ all: bins
 ##@ Main commands
 
 .PHONY: demo
-demo: kube-bins bins ## Start the local environment and show a rollout
+demo: kube-bins bins ## Start the local environment and the controller, and show two rollouts (Ctrl-C stops)
 	@hack/demo.sh
 
 .PHONY: test
@@ -32,7 +32,8 @@ kube-bins: ## Build etcd, kube-apiserver, kube-controller-manager and kubectl in
 .PHONY: bins
 bins: ## Build the project's binaries into .cache/bin
 	@mkdir -p $(BIN)
-	go build -o $(BIN)/ ./cmd/demo-worker ./cmd/manager
+	@echo ">> Building demo-worker, manager and demo (the first build takes a few minutes on 2 cores)"
+	go build -o $(BIN)/ ./cmd/demo-worker ./cmd/manager ./cmd/demo
 	@echo ">> Building devenv (links the Temporal server: several minutes on a cold cache)"
 	cd cmd/devenv && go build -o $(BIN)/devenv .
 
