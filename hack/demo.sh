@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # make demo: starts the local environment (control plane, node agent, Temporal
-# with its UI), runs the demo worker on it and shows its pods and its version
-# in Temporal. Ctrl-C stops everything.
+# with its UI) and the controller, then runs the demo program (cmd/demo): it
+# applies examples/demo, keeps workflows running and rolls out two versions
+# with the Progressive strategy, printing the status as it changes. Then
+# everything keeps running until Ctrl-C, which stops it all.
+#
+# Logs: .dev/devenv.log (environment), .dev/manager.log (controller).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -9,37 +13,79 @@ state="$root/.dev"
 bin="$root/.cache/bin"
 kubectl="$root/.cache/kube/kubectl"
 
-mkdir -p "$state"
-rm -f "$state/env.json"   # a stale one from an earlier run would look ready
-# devenv writes straight to the terminal: a pipe here would die with Ctrl-C
-# before devenv has stopped its processes.
-"$bin/devenv" --dir "$state" --kube-bin-dir "$root/.cache/kube" --program-dir "$bin" "$@" &
-devenv=$!
+devenv="" manager="" story=""
+alive() { [[ -n "$1" ]] && kill -0 "$1" 2>/dev/null; }
+stop() { # pid: SIGTERM (unless already gone), then wait for it
+  if alive "$1"; then kill -TERM "$1" 2>/dev/null || true; fi
+  [[ -n "$1" ]] && wait "$1" 2>/dev/null || true
+}
 cleanup() {
   trap - INT TERM EXIT
-  if kill -0 "$devenv" 2>/dev/null; then
-    kill -TERM "$devenv" 2>/dev/null || true
-  fi
-  wait "$devenv" 2>/dev/null || true
+  echo
+  echo ">> Stopping the demo, the controller and the local environment (workers, Temporal, control plane)..."
+  stop "$story"
+  stop "$manager"
+  stop "$devenv"
+  echo ">> Stopped."
 }
-trap cleanup INT TERM EXIT
+trap 'cleanup; exit 0' INT TERM  # Ctrl-C is how the demo ends
+trap cleanup EXIT
 
-echo ">> Waiting for the local environment (control plane, node agent, Temporal)..."
+mkdir -p "$state"
+rm -f "$state/env.json"   # a stale one from an earlier run would look ready
+echo ">> Starting the local environment: control plane, node agent, Temporal and its UI (log: .dev/devenv.log)"
+# Into a file, not a pipe: a pipe's reader would die with Ctrl-C before
+# devenv has stopped its processes. Each Go program here handles Ctrl-C
+# itself; cleanup also sends SIGTERM.
+"$bin/devenv" --dir "$state" --kube-bin-dir "$root/.cache/kube" --program-dir "$bin" "$@" >"$state/devenv.log" 2>&1 &
+devenv=$!
 for _ in $(seq 1 1200); do
   [[ -f "$state/env.json" ]] && break
-  kill -0 "$devenv" 2>/dev/null || { echo "devenv exited; see the messages above" >&2; exit 1; }
+  alive "$devenv" || { echo "devenv exited:" >&2; tail -n 20 "$state/devenv.log" >&2; exit 1; }
   sleep 0.1
 done
-[[ -f "$state/env.json" ]] || { echo "devenv did not become ready in 2 minutes" >&2; exit 1; }
+[[ -f "$state/env.json" ]] || { echo "devenv did not become ready in 2 minutes; see .dev/devenv.log" >&2; exit 1; }
+for _ in $(seq 1 20); do grep -q 'Press Ctrl-C' "$state/devenv.log" && break; sleep 0.1; done
+sed -n '/Kubernetes API/,/Logs/p' "$state/devenv.log"
+echo
 
 export KUBECONFIG="$state/kubeconfig"
-echo
-echo ">> Running the demo worker as a plain Deployment (examples/local-environment/demo-worker.yaml)"
-"$kubectl" apply -f examples/local-environment/demo-worker.yaml
-"$kubectl" rollout status deployment/demo-worker --timeout=2m
-"$kubectl" get nodes,pods -o wide
-echo
-echo ">> Its workers poll Temporal as version default/demo-worker:v1 (see the UI's Deployments page)."
-echo ">> Point your own kubectl at the cluster with:  export KUBECONFIG=$KUBECONFIG"
-echo ">> The environment runs until you press Ctrl-C."
-wait "$devenv"
+echo ">> Installing the CRDs (config/crd)"
+"$kubectl" apply --server-side --field-manager=rainbow-demo -k config/crd >/dev/null
+# kubectl wait fails outright while a new CRD has no conditions yet.
+for i in $(seq 1 60); do
+  "$kubectl" wait --for condition=established --timeout=30s \
+    crd/temporalworkerdeployments.temporal.io crd/temporalconnections.temporal.io >/dev/null 2>&1 && break
+  (( i < 60 )) || { echo "the CRDs were not established in time" >&2; exit 1; }
+  sleep 0.5
+done
+
+echo ">> Starting the controller (.cache/bin/manager, log: .dev/manager.log)"
+"$bin/manager" --kubeconfig "$KUBECONFIG" --metrics-bind-address 0 --health-probe-bind-address 0 \
+  --zap-devel >"$state/manager.log" 2>&1 &
+manager=$!
+
+"$bin/demo" --env-dir "$state" --examples "$root/examples/demo" &
+story=$!
+
+# Until Ctrl-C (the trap) or until something stops by itself.
+status=0
+wait -n "$story" "$manager" "$devenv" || status=$?
+if ! alive "$devenv"; then
+  echo ">> The local environment stopped; see .dev/devenv.log:" >&2
+  tail -n 20 "$state/devenv.log" >&2
+  exit 1
+fi
+if ! alive "$manager"; then
+  echo ">> The controller stopped; see .dev/manager.log:" >&2
+  tail -n 20 "$state/manager.log" >&2
+  exit 1
+fi
+if (( status != 0 )); then
+  echo
+  echo ">> The demo did not go as planned (above). The controller's log is .dev/manager.log; the"
+  echo ">> environment keeps running so you can look around (export KUBECONFIG=$KUBECONFIG)."
+  echo ">> Press Ctrl-C to stop it."
+  wait -n "$manager" "$devenv" || true
+  exit 1
+fi

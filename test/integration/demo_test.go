@@ -1,0 +1,84 @@
+package integration
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/demo"
+)
+
+// TestDemo is `make demo`'s smoke test: the demo program's story, with
+// examples/demo as they are but short steps and delays, runs to its end:
+// the second version current after both ramp steps, the first Draining
+// while the pinned workflow runs there, then scaled down and deleted.
+func TestDemo(t *testing.T) {
+	tt := env.NewTest(t)
+	r := &rollout{T: tt, Name: "demo-worker", TaskQueue: tt.TaskQueue("demo")}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	res, err := demo.Run(ctx, demo.Options{
+		Kube:              env.Kube,
+		Temporal:          env.Temporal,
+		Dir:               filepath.Join(env.Root, "examples", "demo"),
+		Out:               testWriter{t},
+		Namespace:         tt.Namespace,
+		TemporalAddress:   env.Info.TemporalAddress,
+		TemporalNamespace: env.Info.TemporalNamespace,
+		TaskQueue:         r.TaskQueue,
+		Customize: func(twd *v1alpha1.TemporalWorkerDeployment) {
+			if twd.Name != r.Name || twd.Spec.Rollout.Strategy != v1alpha1.StrategyProgressive || len(twd.Spec.Rollout.Steps) != 2 {
+				t.Errorf("examples/demo/%s changed: want TWD %s with 2 Progressive steps, got %s with %s and %d steps",
+					demo.WorkerFile, r.Name, twd.Name, twd.Spec.Rollout.Strategy, len(twd.Spec.Rollout.Steps))
+			}
+			twd.Spec.Replicas = ptr.To[int32](1)
+			twd.Spec.Rollout.Steps = steps([]int32{25, 75}, 3*time.Second)
+			twd.Spec.Sunset.ScaledownDelay = &metav1.Duration{Duration: 2 * time.Second}
+			twd.Spec.Sunset.DeleteDelay = &metav1.Duration{Duration: 3 * time.Second}
+		},
+		HelloEvery: 300 * time.Millisecond,
+		Look:       time.Second,
+		DrainHold:  2 * time.Second,
+		PinnedTick: time.Second,
+	})
+	if err != nil {
+		t.Fatalf("the demo failed: %v", err)
+	}
+	if res.First == "" || res.Second == "" || res.First == res.Second {
+		t.Fatalf("versions %q then %q, want two different ones", res.First, res.Second)
+	}
+	if !strings.HasPrefix(res.First, "v1-") || !strings.HasPrefix(res.Second, "v2-") {
+		t.Errorf("build IDs %s and %s, want the image tags v1 and v2 in them", res.First, res.Second)
+	}
+	if !slices.Equal(res.Ramps, []int32{25, 75}) {
+		t.Errorf("the second version ramped %v, want [25 75]", res.Ramps)
+	}
+	if !res.DrainingWhilePinned {
+		t.Error("the first version was never seen Draining while the pinned workflow ran on it")
+	}
+	if res.Pinned.StartedOn != res.First || res.Pinned.FinishedOn != res.First {
+		t.Errorf("the pinned workflow ran on %s then %s, want %s", res.Pinned.StartedOn, res.Pinned.FinishedOn, res.First)
+	}
+	if res.HelloFailures != 0 || res.Hellos[res.First] == 0 || res.Hellos[res.Second] == 0 {
+		t.Errorf("Hello workflows by build %v, %d failed; want some on each version and no failure", res.Hellos, res.HelloFailures)
+	}
+	twd := r.waitCurrent(10*time.Second, res.Second)
+	if d := r.deployment(res.First); d != nil || versionStatus(twd, res.First) != "" {
+		t.Errorf("the first version is still around: %s; %s", deploymentState(d), describe(twd))
+	}
+}
+
+// testWriter logs each write to the test, shown with -v or on failure.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
