@@ -80,6 +80,10 @@ func (r *Reconciler) check(ctx context.Context, conn *v1alpha1.TemporalConnectio
 		return notReady(prob.Reason, prob.Message), nil
 	}
 	if err := r.Pool.Probe(ctx, resolved.Params); err != nil {
+		if ctx.Err() != nil {
+			// Shutting down: the server did nothing wrong.
+			return metav1.Condition{}, ctx.Err()
+		}
 		log.FromContext(ctx).V(1).Info("Temporal probe failed", "hostPort", conn.Spec.HostPort, "error", err.Error())
 		return notReady(v1alpha1.ReasonTemporalClientCreationFailed, unreachableMessage(conn.Spec, resolved.Params.TLS, err)), nil
 	}
