@@ -56,6 +56,8 @@ type TemporalWorkerDeploymentSpec struct {
 }
 
 // WorkerOptions connects the workers to Temporal.
+// +kubebuilder:validation:XValidation:rule="self.temporalNamespace == oldSelf.temporalNamespace",message="spec.workerOptions.temporalNamespace is immutable: its versions live in the old namespace; create a new TemporalWorkerDeployment instead"
+// +kubebuilder:validation:XValidation:rule="has(self.deploymentName) == has(oldSelf.deploymentName) && (!has(self.deploymentName) || self.deploymentName == oldSelf.deploymentName)",message="spec.workerOptions.deploymentName is immutable: its versions live in the old worker deployment; create a new TemporalWorkerDeployment instead"
 type WorkerOptions struct {
 	// ConnectionRef names the TemporalConnection in this namespace.
 	ConnectionRef ConnectionReference `json:"connectionRef"`

@@ -12,6 +12,9 @@ const (
 	// Manual version, handing back the manager role, which notifies
 	// nobody); notice it within seconds without polling every second for hours.
 	requeuePerson = 5 * time.Second
+	// requeueDrainingMin: the fastest look at a draining version, just
+	// after the promotion that started its drain (see drainingPoll).
+	requeueDrainingMin = 5 * time.Second
 	// requeueTemporalDown: Temporal could not be read; retry without hammering it.
 	requeueTemporalDown = 10 * time.Second
 	// requeueIdle: nothing moves; poll Temporal about once a minute for

@@ -26,6 +26,9 @@ func planSunset(v *view, p *plan) {
 func sunsetDeployment(v *view, p *plan, d Deployment) {
 	if v.getsWork(d.BuildID) {
 		restoreWorkers(v, p, d)
+		if v.status(d.BuildID) == v1alpha1.VersionDraining {
+			p.after(drainingPoll(v))
+		}
 		return
 	}
 	due, ok := scaleDownAt(v, d.BuildID)
@@ -143,4 +146,16 @@ func deleteTemporalVersions(v *view, p *plan) {
 		p.res.DeleteTemporalVersions = append(p.res.DeleteTemporalVersions, b)
 		p.event(EventNormal, EventDeleteVersion, fmt.Sprintf("deleting version %s from worker deployment %s: it has no Deployment, no pollers and no open workflows", b, v.deploymentName()))
 	}
+}
+
+// drainingPoll paces describes while a version drains: drainage shows only
+// in a describe. Right after a promotion most old versions drain within
+// seconds, so look often then, backing off to once a minute for versions
+// whose workflows run long.
+func drainingPoll(v *view) time.Duration {
+	since := time.Duration(0)
+	if cur := v.tvs[v.temporal().CurrentBuildID].CurrentSince; cur != nil {
+		since = v.now().Sub(*cur)
+	}
+	return min(requeueIdle, max(requeueDrainingMin, since/4))
 }

@@ -152,6 +152,10 @@ func ApplyConnection(tpl *corev1.PodTemplateSpec, id Identity, conn Connection) 
 		{Name: workerenv.DeploymentName, Value: id.DeploymentName},
 		{Name: workerenv.BuildID, Value: id.BuildID},
 	}
+	if conn.ServerName != "" || conn.MutualTLSSecret != "" || conn.APIKey != nil {
+		// The controller's own client uses TLS in each of these cases.
+		env = append(env, corev1.EnvVar{Name: workerenv.TLS, Value: "true"})
+	}
 	if conn.ServerName != "" {
 		env = append(env, corev1.EnvVar{Name: workerenv.TLSServerName, Value: conn.ServerName})
 	}
@@ -165,7 +169,6 @@ func ApplyConnection(tpl *corev1.PodTemplateSpec, id Identity, conn Connection) 
 	}
 	if conn.APIKey != nil {
 		env = append(env,
-			corev1.EnvVar{Name: workerenv.TLS, Value: "true"},
 			corev1.EnvVar{Name: workerenv.APIKey, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 				LocalObjectReference: corev1.LocalObjectReference{Name: conn.APIKey.Name},
 				Key:                  conn.APIKey.Key,
@@ -206,16 +209,19 @@ var injected = map[string]bool{
 	workerenv.TLSServerName: true, workerenv.APIKey: true,
 }
 
-// setEnv keeps the user's variables in order and appends the injected ones,
-// which win over any the user set with the same name.
+// setEnv puts the injected variables first, so the user's own variables
+// can refer to them as $(TEMPORAL_ADDRESS) and so on, followed by the
+// user's in order. An injected name wins over a user variable of the same
+// name, which is dropped.
 func setEnv(existing, add []corev1.EnvVar) []corev1.EnvVar {
 	out := make([]corev1.EnvVar, 0, len(existing)+len(add))
+	out = append(out, add...)
 	for _, e := range existing {
 		if !injected[e.Name] {
 			out = append(out, e)
 		}
 	}
-	return append(out, add...)
+	return out
 }
 
 func removeVolume(vs []corev1.Volume, name string) []corev1.Volume {

@@ -186,3 +186,35 @@ func TestInPlaceUpdateMatchesCreation(t *testing.T) {
 		t.Fatal("the template hash depends on the connection")
 	}
 }
+
+// TestServerNameAloneMeansTLS: the controller dials with TLS when only a
+// server name is set, so the workers must too.
+func TestServerNameAloneMeansTLS(t *testing.T) {
+	d := NewDeployment(twd(), Identity{BuildID: "b"}, Connection{Address: "t:7233", ServerName: "temporal.example"}, nil)
+	env := envOf(d.Spec.Template.Spec.Containers[0])
+	if env[workerenv.TLS].Value != "true" || env[workerenv.TLSServerName].Value != "temporal.example" {
+		t.Fatalf("env = %v", env)
+	}
+}
+
+// TestInjectedEnvComesFirst: user variables may refer to injected ones
+// with $(NAME), which Kubernetes only expands for earlier variables.
+func TestInjectedEnvComesFirst(t *testing.T) {
+	base := twd()
+	c := &base.Spec.Template.Spec.Containers[0]
+	c.Env = append(c.Env, corev1.EnvVar{Name: "TARGET", Value: "$(TEMPORAL_ADDRESS)"})
+	d := NewDeployment(base, Identity{BuildID: "b"}, Connection{Address: "t:7233"}, nil)
+	got := d.Spec.Template.Spec.Containers[0].Env
+	addr, target := -1, -1
+	for i, e := range got {
+		switch e.Name {
+		case workerenv.Address:
+			addr = i
+		case "TARGET":
+			target = i
+		}
+	}
+	if addr < 0 || target < addr {
+		t.Fatalf("TEMPORAL_ADDRESS at %d, TARGET at %d: %v", addr, target, got)
+	}
+}

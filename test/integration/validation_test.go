@@ -131,6 +131,24 @@ func TestAdmissionRejectsInvalidSpecs(t *testing.T) {
 		}
 	})
 
+	t.Run("worker deployment identity is immutable", func(t *testing.T) {
+		d := validTWD(tt.Namespace, "fixed")
+		if err := env.Kube.Create(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		for field, mutate := range map[string]func(*v1.TemporalWorkerDeployment){
+			"spec.workerOptions.temporalNamespace": func(d *v1.TemporalWorkerDeployment) { d.Spec.WorkerOptions.TemporalNamespace = "other" },
+			"spec.workerOptions.deploymentName":    func(d *v1.TemporalWorkerDeployment) { d.Spec.WorkerOptions.DeploymentName = "renamed" },
+		} {
+			changed := d.DeepCopy()
+			mutate(changed)
+			err := env.Kube.Update(ctx, changed, crclient.DryRunAll)
+			if err == nil || !strings.Contains(err.Error(), field+" is immutable") {
+				t.Errorf("changing %s: want rejection naming it, got %v", field, err)
+			}
+		}
+	})
+
 	connCases := map[string]struct {
 		spec v1.TemporalConnectionSpec
 		want string

@@ -86,6 +86,9 @@ func DefaultDynamicConfig() map[string]any {
 		"matching.wv.VersionDrainageStatusVisibilityGracePeriod": 5 * time.Second,
 		"matching.wv.VersionDrainageStatusRefreshInterval":       2 * time.Second,
 		"matching.PollerHistoryTTL":                              10 * time.Second,
+		// Idle long polls return well within the poller history TTL, so a
+		// worker waiting for tasks never looks absent.
+		"matching.longPollExpirationInterval": 5 * time.Second,
 		// New search attributes become usable immediately instead of after a cache refresh.
 		"system.forceSearchAttributesCacheRefreshOnRead": true,
 		// Both are on by default in 1.32; pinned explicitly because the

@@ -60,6 +60,7 @@ func TestDefaultDynamicConfigKeysExist(t *testing.T) {
 		dynamicconfig.VersionDrainageStatusVisibilityGracePeriod.Key(): 5 * time.Second,
 		dynamicconfig.VersionDrainageStatusRefreshInterval.Key():       2 * time.Second,
 		dynamicconfig.PollerHistoryTTL.Key():                           10 * time.Second,
+		dynamicconfig.MatchingLongPollExpirationInterval.Key():         5 * time.Second,
 		dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key():    true,
 		dynamicconfig.EnableDeploymentVersions.Key():                   true,
 		dynamicconfig.FrontendEnableWorkerVersioningWorkflowAPIs.Key(): true,

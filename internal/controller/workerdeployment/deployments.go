@@ -43,8 +43,10 @@ func plannerDeployment(d *appsv1.Deployment) planner.Deployment {
 		Name:      d.Name,
 		Replicas:  replicasOf(d),
 		Available: available(d),
-		// Pods of an older template remain, or the change is not yet seen.
-		Rolling:      d.Status.ObservedGeneration < d.Generation || d.Status.Replicas > d.Status.UpdatedReplicas,
+		// Pods of an older template remain, or a change is not yet seen
+		// (a new Deployment, never observed, is not rolling: it is
+		// waited on as unavailable).
+		Rolling:      (d.Status.ObservedGeneration > 0 && d.Status.ObservedGeneration < d.Generation) || d.Status.Replicas > d.Status.UpdatedReplicas,
 		TemplateHash: d.Annotations[workload.AnnotationTemplateHash],
 	}
 	if pd.Replicas == 0 {

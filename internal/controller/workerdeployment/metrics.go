@@ -43,19 +43,7 @@ var allStatuses = []v1alpha1.VersionStatus{
 
 // observeRollout updates the metrics from the old status and the new plan.
 func observeRollout(twd *v1alpha1.TemporalWorkerDeployment, before []metav1.Condition, res planner.Result, now time.Time) {
-	counts := map[v1alpha1.VersionStatus]float64{}
-	var ramp float64
-	for _, v := range res.Versions {
-		counts[v.Status]++
-		if v.Target && v.RampPercentage != nil {
-			ramp = float64(*v.RampPercentage)
-		}
-	}
-	for _, s := range allStatuses {
-		versionsByStatus.WithLabelValues(twd.Namespace, twd.Name, string(s)).Set(counts[s])
-	}
-	rampPercentage.WithLabelValues(twd.Namespace, twd.Name).Set(ramp)
-
+	setGauges(twd, res)
 	prev := meta.FindStatusCondition(before, v1alpha1.ConditionProgressing)
 	if prev == nil || prev.Status != metav1.ConditionTrue || res.Progressing.Status != metav1.ConditionFalse {
 		return // only the end of a moving rollout counts
@@ -66,6 +54,26 @@ func observeRollout(twd *v1alpha1.TemporalWorkerDeployment, before []metav1.Cond
 		return
 	}
 	rollouts.WithLabelValues("blocked:" + res.Progressing.Reason).Inc()
+}
+
+// setGauges sets versions by status and the ramp. While Temporal is
+// unknown the last known values stay, as status keeps them.
+func setGauges(twd *v1alpha1.TemporalWorkerDeployment, res planner.Result) {
+	counts := map[v1alpha1.VersionStatus]float64{}
+	var ramp float64
+	for _, v := range res.Versions {
+		if v.Status == "" {
+			return
+		}
+		counts[v.Status]++
+		if v.Target && v.RampPercentage != nil {
+			ramp = float64(*v.RampPercentage)
+		}
+	}
+	for _, s := range allStatuses {
+		versionsByStatus.WithLabelValues(twd.Namespace, twd.Name, string(s)).Set(counts[s])
+	}
+	rampPercentage.WithLabelValues(twd.Namespace, twd.Name).Set(ramp)
 }
 
 // forgetMetrics drops the series of a deleted TWD.

@@ -29,15 +29,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/connection"
 	"github.com/rainbow-deploy/rainbow/internal/planner"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
 )
 
 // Finalizer holds a TWD until its versions are gone from Temporal.
 const Finalizer = "temporal.io/worker-deployment-cleanup"
-
-// connectionIndex indexes TWDs by the TemporalConnection they name.
-const connectionIndex = "spec.workerOptions.connectionRef.name"
 
 const (
 	// retryConflict: a write lost a race; the next observation is fresh.
@@ -74,15 +72,9 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // SetupWithManager registers the reconciler and its watches: its TWDs,
-// their Deployments, and the connections and Secrets they use.
+// their Deployments, and the connections and Secrets they use. The
+// indexes of connection.RegisterIndexes must be registered first.
 func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
-	err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.TemporalWorkerDeployment{}, connectionIndex,
-		func(o client.Object) []string {
-			return []string{o.(*v1alpha1.TemporalWorkerDeployment).Spec.WorkerOptions.ConnectionRef.Name}
-		})
-	if err != nil {
-		return err
-	}
 	return builder.ControllerManagedBy(mgr).
 		For(&v1alpha1.TemporalWorkerDeployment{}).
 		Owns(&appsv1.Deployment{}).
@@ -95,7 +87,7 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 
 func (r *Reconciler) usersOfConnection(ctx context.Context, o client.Object) []reconcile.Request {
 	var list v1alpha1.TemporalWorkerDeploymentList
-	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{connectionIndex: o.GetName()}); err != nil {
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{connection.WorkerDeploymentsByConnection: o.GetName()}); err != nil {
 		logf.FromContext(ctx).Error(err, "list TemporalWorkerDeployments of a connection", "connection", o.GetName())
 		return nil
 	}
@@ -109,16 +101,13 @@ func (r *Reconciler) usersOfConnection(ctx context.Context, o client.Object) []r
 // usersOfSecret maps a Secret to the TWDs whose connection names it.
 func (r *Reconciler) usersOfSecret(ctx context.Context, o client.Object) []reconcile.Request {
 	var conns v1alpha1.TemporalConnectionList
-	if err := r.Client.List(ctx, &conns, client.InNamespace(o.GetNamespace())); err != nil {
+	if err := r.Client.List(ctx, &conns, client.InNamespace(o.GetNamespace()),
+		client.MatchingFields{connection.ConnectionsBySecret: o.GetName()}); err != nil {
 		return nil
 	}
 	var reqs []reconcile.Request
 	for i := range conns.Items {
-		s := conns.Items[i].Spec
-		if (s.MutualTLSSecretRef != nil && s.MutualTLSSecretRef.Name == o.GetName()) ||
-			(s.APIKeySecretRef != nil && s.APIKeySecretRef.Name == o.GetName()) {
-			reqs = append(reqs, r.usersOfConnection(ctx, &conns.Items[i])...)
-		}
+		reqs = append(reqs, r.usersOfConnection(ctx, &conns.Items[i])...)
 	}
 	return reqs
 }
@@ -154,6 +143,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	if o.busy {
+		// A throttled read is no outage: keep the status as it is and
+		// look again in a second.
+		return reconcile.Result{RequeueAfter: retryConflict}, nil
+	}
 	res := planner.Plan(o.input)
 	out := r.act(ctx, o, res, now)
 	r.recordEvents(o, res)
@@ -168,7 +162,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 
 	requeue := res.RequeueAfter
-	if out.retrySoon || o.busy {
+	if out.retrySoon {
 		requeue = min(requeue, retryConflict)
 	}
 	if len(out.failed) > 0 {
