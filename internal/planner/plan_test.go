@@ -520,6 +520,20 @@ func TestRollback(t *testing.T) {
 				Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue, Requeue: time.Second,
 				Events: []string{EventBecomeManager, EventPromote}},
 		},
+		"someone else took the traffic of a completed target long ago: still not undone": {
+			in: with(base(), back, func(in *Input) {
+				in.Spec.Strategy = v1alpha1.StrategyAllAtOnce
+				in.Spec.GateWorkflowType = ""
+				in.Temporal.ManagerIdentity = ""
+				in.Temporal.LastModifierIdentity = "alice"
+				in.TargetHadCompleted = true
+				tv := version("v1", drained)
+				tv.DrainedSince = at(-48 * time.Hour)
+				setVersion(in, tv)
+			}),
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonRoutingChangedExternally, Progressing: condFalse, Requeue: 5 * time.Second,
+				Events: []string{v1alpha1.ReasonRoutingChangedExternally}, Message: `made by "alice"`},
+		},
 		"Manual: someone else's routing is how Manual works": {
 			in: with(base(), back, func(in *Input) {
 				in.Spec.Strategy = v1alpha1.StrategyManual

@@ -16,7 +16,7 @@ func promote(v *view, p *plan) progress {
 		return blockedBecause(v1alpha1.ReasonPlanGenerationFailed, msg)
 	}
 	manual := v.in.Spec.Strategy == v1alpha1.StrategyManual
-	if !manual && recentlyActive(v, v.target) {
+	if !manual && (recentlyActive(v, v.target) || v.in.TargetHadCompleted) {
 		if who := externalModifier(v); who != "" {
 			msg := fmt.Sprintf("version %s lost its traffic and the last routing change of worker deployment %s was made by %q; "+
 				"the controller does not undo changes made by others. Make version %s current yourself, or change spec.template to roll out a new version",

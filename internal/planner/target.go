@@ -37,6 +37,9 @@ func planTarget(v *view, p *plan) progress {
 		}
 		return targetIsCurrent(v, p)
 	}
+	if prog, removed := rampWithoutWorkers(v, p); removed {
+		return prog
+	}
 	if !exists {
 		return movingBecause(v1alpha1.ReasonWaitingForPollers, fmt.Sprintf("creating the Deployment of version %s", v.target))
 	}
@@ -96,6 +99,20 @@ func syncTargetReplicas(v *view, p *plan, dep Deployment) {
 	}
 	p.scale(dep, want, why, EventScale, msg)
 	p.after(requeueWatch)
+}
+
+// rampWithoutWorkers takes the ramp away from a target whose workers no
+// longer poll: its share of new workflows would wait for workers that are
+// gone. The rollout ramps again once they poll.
+func rampWithoutWorkers(v *view, p *plan) (progress, bool) {
+	tv, ok := v.tvs[v.target]
+	if !ok || tv.HasPollers || v.temporal().RampingBuildID != v.target ||
+		!v.canWriteRouting() || v.in.Spec.Strategy == v1alpha1.StrategyManual {
+		return progress{}, false
+	}
+	msg := fmt.Sprintf("removing the ramp of version %s: none of its workers polls Temporal any more; it ramps again once they do", v.target)
+	p.route(Routing{Op: RemoveRamp}, EventRemoveRamp, msg)
+	return movingBecause(v1alpha1.ReasonWaitingForPollers, msg), true
 }
 
 // syncTargetTemplate updates the target's Deployment in place when it runs

@@ -28,6 +28,10 @@ type Input struct {
 	TemporalError *Problem
 	// Gate is the latest gate run observed, for any build ID; nil if none.
 	Gate *GateRun
+	// TargetHadCompleted: the TWD last reported this target as current
+	// (rollout complete), or as taken away by someone else. If it is not
+	// current now, someone else changed routing, and that is not undone.
+	TargetHadCompleted bool
 }
 
 // Spec is the part of the TWD spec that rollout rules read.

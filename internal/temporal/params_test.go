@@ -1,13 +1,6 @@
 package temporal
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -16,33 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/test/harness"
 )
-
-// certPEM makes a self-signed client certificate valid in [notBefore, notAfter].
-func certPEM(t *testing.T, notBefore, notAfter time.Time) (crt, key []byte) {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "rainbow-test"},
-		NotBefore:    notBefore,
-		NotAfter:     notAfter,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-}
 
 func secret(name string, data map[string][]byte) *corev1.Secret {
 	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: data}
@@ -50,10 +18,10 @@ func secret(name string, data map[string][]byte) *corev1.Secret {
 
 func TestParamsFromSecretsMTLS(t *testing.T) {
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-	crt, key := certPEM(t, now.Add(-time.Hour), now.Add(24*time.Hour))
-	expired, expiredKey := certPEM(t, now.Add(-48*time.Hour), now.Add(-time.Hour))
-	future, futureKey := certPEM(t, now.Add(time.Hour), now.Add(48*time.Hour))
-	_, otherKey := certPEM(t, now.Add(-time.Hour), now.Add(time.Hour))
+	crt, key := harness.ClientCertPEM(t, now.Add(-time.Hour), now.Add(24*time.Hour))
+	expired, expiredKey := harness.ClientCertPEM(t, now.Add(-48*time.Hour), now.Add(-time.Hour))
+	future, futureKey := harness.ClientCertPEM(t, now.Add(time.Hour), now.Add(48*time.Hour))
+	_, otherKey := harness.ClientCertPEM(t, now.Add(-time.Hour), now.Add(time.Hour))
 	spec := v1alpha1.TemporalConnectionSpec{
 		HostPort:           "temporal.example:7233",
 		MutualTLSSecretRef: &v1alpha1.SecretReference{Name: "client-cert"},

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/internal/buildid"
@@ -64,10 +66,11 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 	}
 	o.deployments = deps
 	o.input = planner.Input{
-		Now:            now,
-		Identity:       r.Pool.Identity(),
-		DeploymentName: o.deploymentName,
-		Spec:           plannerSpec(twd, o.targetBuildID, r.MaxVersions),
+		Now:                now,
+		Identity:           r.Pool.Identity(),
+		DeploymentName:     o.deploymentName,
+		Spec:               plannerSpec(twd, o.targetBuildID, r.MaxVersions),
+		TargetHadCompleted: targetHadCompleted(twd, o.targetBuildID),
 	}
 	for _, d := range deps {
 		o.input.Deployments = append(o.input.Deployments, plannerDeployment(d))
@@ -233,4 +236,15 @@ func plannerSpec(twd *v1alpha1.TemporalWorkerDeployment, target string, maxVersi
 // ownerKey names the TWD's client in the pool.
 func ownerKey(twd *v1alpha1.TemporalWorkerDeployment) string {
 	return "twd/" + twd.Namespace + "/" + twd.Name
+}
+
+// targetHadCompleted: the last status showed this target current, or
+// showed that someone else took its traffic away (which must stay so).
+func targetHadCompleted(twd *v1alpha1.TemporalWorkerDeployment, target string) bool {
+	if twd.Status.TargetVersion == nil || twd.Status.TargetVersion.BuildID != target {
+		return false
+	}
+	c := meta.FindStatusCondition(twd.Status.Conditions, v1alpha1.ConditionReady)
+	return c != nil && ((c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonRolloutComplete) ||
+		c.Reason == v1alpha1.ReasonRoutingChangedExternally)
 }
