@@ -611,11 +611,11 @@ func TestSunset(t *testing.T) {
 		"Deployment gone, no pollers: deleted from Temporal": {
 			in: with(base(), rolledOut, old(func(tv *TemporalVersion) { tv.HasPollers = false }),
 				func(in *Input) { dropDep(in, "v1") }),
-			want: ready(expect{DeleteVersions: []string{"v1"}, Requeue: time.Minute, Events: []string{EventDeleteVersion}}),
+			want: ready(expect{DeleteVersions: []string{"v1"}, Requeue: time.Second, Events: []string{EventDeleteVersion}}),
 		},
 		"Deployment gone, pollers linger: kept in Temporal": {
 			in:   with(base(), rolledOut, old(func(tv *TemporalVersion) {}), func(in *Input) { dropDep(in, "v1") }),
-			want: ready(expect{Requeue: time.Minute}),
+			want: ready(expect{Requeue: 20 * time.Second}),
 		},
 		"draining without a Deployment: kept in Temporal": {
 			in: with(base(), rolledOut, func(in *Input) {

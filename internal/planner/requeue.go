@@ -15,6 +15,10 @@ const (
 	// requeueDrainingMin: the fastest look at a draining version, just
 	// after the promotion that started its drain (see drainingPoll).
 	requeueDrainingMin = 5 * time.Second
+	// requeuePollersGone: a retired version waits for Temporal to forget
+	// its stopped workers' polls (the poller history TTL, minutes in
+	// production) before it can be deleted.
+	requeuePollersGone = 20 * time.Second
 	// requeueTemporalDown: Temporal could not be read; retry without hammering it.
 	requeueTemporalDown = 10 * time.Second
 	// requeueIdle: nothing moves; poll Temporal about once a minute for

@@ -140,10 +140,19 @@ func deleteTemporalVersions(v *view, p *plan) {
 		return
 	}
 	for _, b := range v.builds {
-		if _, hasDep := v.deps[b]; hasDep || b == v.target || !v.deletableInTemporal(b) {
+		if _, hasDep := v.deps[b]; hasDep || b == v.target {
+			continue
+		}
+		if !v.deletableInTemporal(b) {
+			if tv, ok := v.tvs[b]; ok && tv.HasPollers && !v.getsWork(b) {
+				// Its workers are gone; Temporal forgets their polls
+				// after its poller history TTL.
+				p.after(requeuePollersGone)
+			}
 			continue
 		}
 		p.res.DeleteTemporalVersions = append(p.res.DeleteTemporalVersions, b)
+		p.after(requeueTemporal) // show the deletion in status promptly
 		p.event(EventNormal, EventDeleteVersion, fmt.Sprintf("deleting version %s from worker deployment %s: it has no Deployment, no pollers and no open workflows", b, v.deploymentName()))
 	}
 }
