@@ -132,22 +132,35 @@ func (r *Reconciler) updateTemplate(ctx context.Context, o *observation, d *apps
 }
 
 // syncConnection rolls a changed connection (address, credentials) to a
-// running version. The build ID stays: the workflow code did not change.
+// running version, and applies spec.minReadySeconds and
+// spec.progressDeadlineSeconds. The build ID stays: the workflow code did
+// not change.
 func (r *Reconciler) syncConnection(ctx context.Context, o *observation, d *appsv1.Deployment) error {
 	build := d.Labels[workload.LabelBuildID]
 	tpl := d.Spec.Template.DeepCopy()
 	workload.ApplyConnection(tpl, identity(o, build), o.conn.Workers)
 	key := workload.AnnotationConnectionHash
-	if tpl.Annotations[key] == d.Spec.Template.Annotations[key] {
+	connChanged := tpl.Annotations[key] != d.Spec.Template.Annotations[key]
+	// These two Deployment settings roll nothing, so every version follows
+	// the spec at once.
+	minReady, deadline := o.twd.Spec.MinReadySeconds, o.twd.Spec.ProgressDeadlineSeconds
+	settingsChanged := d.Spec.MinReadySeconds != minReady || (deadline != nil && !ptr.Equal(d.Spec.ProgressDeadlineSeconds, deadline))
+	if !connChanged && !settingsChanged {
 		return nil
 	}
 	patched := d.DeepCopy()
 	patched.Spec.Template = *tpl
+	patched.Spec.MinReadySeconds = minReady
+	if deadline != nil {
+		patched.Spec.ProgressDeadlineSeconds = deadline
+	}
 	if err := r.Client.Patch(ctx, patched, client.MergeFromWithOptions(d, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("update the connection settings of Deployment %s: %w", d.Name, err)
 	}
-	r.event(o.twd, corev1.EventTypeNormal, eventUpdateConnection,
-		"rolling Deployment %s of version %s to the changed TemporalConnection %s", d.Name, build, o.conn.Object.Name)
+	if connChanged {
+		r.event(o.twd, corev1.EventTypeNormal, eventUpdateConnection,
+			"rolling Deployment %s of version %s to the changed TemporalConnection %s", d.Name, build, o.conn.Object.Name)
+	}
 	return nil
 }
 
