@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -219,4 +220,55 @@ func (p *proxy) stop() {
 		c.Close()
 	}
 	p.conns = nil
+}
+
+// TestConnectionChangeRollsRunningVersions: a changed TemporalConnection
+// reaches the running version's pods by a rolling update, without a new
+// build ID, and the version stays current.
+func TestConnectionChangeRollsRunningVersions(t *testing.T) {
+	r := newRollout(env.NewTest(t), "reconnect")
+	r.create(r.spec("v1"))
+	v1 := r.buildID()
+	r.waitCurrent(2*time.Minute, v1)
+	before := r.deployment(v1)
+
+	// The same server under another name: the workers' address changes.
+	_, port, err := net.SplitHostPort(r.Env.Info.TemporalAddress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newAddr := net.JoinHostPort("localhost", port)
+	for {
+		var c v1alpha1.TemporalConnection
+		if err := r.Env.Kube.Get(context.Background(), crclient.ObjectKey{Namespace: r.Namespace, Name: "temporal"}, &c); err != nil {
+			t.Fatal(err)
+		}
+		c.Spec.HostPort = newAddr
+		if err := r.Env.Kube.Update(context.Background(), &c); err == nil {
+			break
+		} else if !apierrors.IsConflict(err) {
+			t.Fatal(err)
+		}
+	}
+	r.Eventually(2*time.Minute, "the Deployment of "+v1+" rolled to the new address", func() (bool, string) {
+		d := r.deployment(v1)
+		if d == nil {
+			return false, "no Deployment"
+		}
+		var addr string
+		for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+			if e.Name == "TEMPORAL_ADDRESS" {
+				addr = e.Value
+			}
+		}
+		rolled := d.Status.ObservedGeneration == d.Generation && d.Status.UpdatedReplicas == 1 && d.Status.Replicas == 1 && d.Status.AvailableReplicas == 1
+		return addr == newAddr && rolled, fmt.Sprintf("address %s, %s", addr, deploymentState(d))
+	})
+	if d := r.deployment(v1); d.UID != before.UID {
+		t.Fatal("the Deployment was replaced instead of rolled")
+	}
+	r.waitCurrent(time.Minute, v1)
+	if got := r.hello(); !strings.Contains(got, v1) {
+		t.Fatalf("after the connection change Hello ran on %q, want %s", got, v1)
+	}
 }
