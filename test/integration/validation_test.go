@@ -140,9 +140,11 @@ func TestAdmissionRejectsInvalidSpecs(t *testing.T) {
 			"spec.workerOptions.temporalNamespace": func(d *v1.TemporalWorkerDeployment) { d.Spec.WorkerOptions.TemporalNamespace = "other" },
 			"spec.workerOptions.deploymentName":    func(d *v1.TemporalWorkerDeployment) { d.Spec.WorkerOptions.DeploymentName = "renamed" },
 		} {
+			// A patch without a resource version: the controller may have
+			// added its finalizer since the create.
 			changed := d.DeepCopy()
 			mutate(changed)
-			err := env.Kube.Update(ctx, changed, crclient.DryRunAll)
+			err := env.Kube.Patch(ctx, changed, crclient.MergeFrom(d), crclient.DryRunAll)
 			if err == nil || !strings.Contains(err.Error(), field+" is immutable") {
 				t.Errorf("changing %s: want rejection naming it, got %v", field, err)
 			}
