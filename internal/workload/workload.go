@@ -11,6 +11,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -175,7 +176,7 @@ func ApplyConnection(tpl *corev1.PodTemplateSpec, id Identity, conn Connection) 
 			}}})
 	}
 
-	spec.Volumes = removeVolume(spec.Volumes, tlsVolume)
+	spec.Volumes = without(spec.Volumes, tlsVolume, func(v corev1.Volume) string { return v.Name })
 	if conn.MutualTLSSecret != "" {
 		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: tlsVolume, VolumeSource: corev1.VolumeSource{
 			Secret: &corev1.SecretVolumeSource{SecretName: conn.MutualTLSSecret, DefaultMode: ptr.To[int32](0o440)},
@@ -184,7 +185,7 @@ func ApplyConnection(tpl *corev1.PodTemplateSpec, id Identity, conn Connection) 
 	for i := range spec.Containers {
 		c := &spec.Containers[i]
 		c.Env = setEnv(c.Env, env)
-		c.VolumeMounts = removeMount(c.VolumeMounts, tlsVolume)
+		c.VolumeMounts = without(c.VolumeMounts, tlsVolume, func(m corev1.VolumeMount) string { return m.Name })
 		if conn.MutualTLSSecret != "" {
 			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: tlsVolume, MountPath: tlsMountPath, ReadOnly: true})
 		}
@@ -224,24 +225,10 @@ func setEnv(existing, add []corev1.EnvVar) []corev1.EnvVar {
 	return out
 }
 
-func removeVolume(vs []corev1.Volume, name string) []corev1.Volume {
-	out := vs[:0:0]
-	for _, v := range vs {
-		if v.Name != name {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-func removeMount(ms []corev1.VolumeMount, name string) []corev1.VolumeMount {
-	out := ms[:0:0]
-	for _, m := range ms {
-		if m.Name != name {
-			out = append(out, m)
-		}
-	}
-	return out
+// without returns a copy of items without those named name; the copy
+// keeps the caller's template untouched.
+func without[T any](items []T, name string, nameOf func(T) string) []T {
+	return slices.DeleteFunc(slices.Clone(items), func(it T) bool { return nameOf(it) == name })
 }
 
 func merge(base, add map[string]string) map[string]string {
