@@ -23,6 +23,10 @@ test: kube-bins bins vet ## Run every test: unit, integration (real control plan
 	go test $(GO_TEST_FLAGS) -timeout 40m ./...
 	cd cmd/devenv && go test $(GO_TEST_FLAGS) -timeout 10m ./...
 
+.PHONY: bench
+bench: kube-bins bins ## Benchmark reaction time, Temporal load and scale against the local environment (BENCH_N=100; see docs/performance.md)
+	go run ./bench $(BENCH_FLAGS)
+
 ##@ Building
 
 .PHONY: kube-bins

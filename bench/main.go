@@ -1,0 +1,338 @@
+// Command bench measures Rainbow against the real local environment
+// (control plane, Temporal dev server, demo-worker processes) with the
+// controller running as its own process: how fast it reacts during
+// rollouts, how much it reads from Temporal, and what N TWDs cost. It
+// prints a table and writes the figures as JSON under .cache/bench/. It
+// fails only when it cannot measure; targets are reported as PASS or MISS.
+//
+// Run it with `make bench`; docs/performance.md explains every figure.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/rainbow-deploy/rainbow/test/harness"
+)
+
+type config struct {
+	N                   int           `json:"n"`
+	Rollouts            int           `json:"rollouts"`
+	ProgressiveRollouts int           `json:"progressiveRollouts"`
+	Steps               []int32       `json:"steps"`
+	Pause               time.Duration `json:"pauseNanoseconds"`
+	Idle                time.Duration `json:"idleNanoseconds"`
+	Out                 string        `json:"-"`
+	ManagerArgs         []string      `json:"managerArgs,omitempty"`
+}
+
+// Result is the JSON document a run writes.
+type Result struct {
+	Started  time.Time      `json:"started"`
+	Finished time.Time      `json:"finished"`
+	Machine  map[string]any `json:"machine"`
+	Config   config         `json:"config"`
+	// AllAtOnce rollouts of one TWD and the load they caused.
+	Rollouts    []Rollout      `json:"rollouts"`
+	RolloutLoad Window         `json:"rolloutLoad"`
+	Steps       []StepReaction `json:"progressiveSteps"`
+	// StepLoad is the controller's work over the Progressive rollouts.
+	StepLoad Window `json:"progressiveLoad"`
+	// StepProgress is the Progressive TWD's Ready reasons over time.
+	StepProgress []progressSeen `json:"progressiveProgress"`
+	Scale        *Scale         `json:"scale,omitempty"`
+	Table        []row          `json:"table"`
+}
+
+func main() {
+	cfg := config{Steps: []int32{25, 50, 75}, Pause: 2 * time.Second}
+	flag.IntVar(&cfg.N, "n", envInt("BENCH_N", 100), "TWDs in the scale phase, each with a running demo worker (env BENCH_N); 0 skips it")
+	flag.IntVar(&cfg.Rollouts, "rollouts", envInt("BENCH_ROLLOUTS", 12), "AllAtOnce rollouts timed one after the other (env BENCH_ROLLOUTS)")
+	flag.IntVar(&cfg.ProgressiveRollouts, "progressive-rollouts", envInt("BENCH_PROGRESSIVE_ROLLOUTS", 4), "Progressive rollouts of three steps each")
+	flag.DurationVar(&cfg.Idle, "idle", envDuration("BENCH_IDLE", 3*time.Minute), "how long the N TWDs are watched idle (env BENCH_IDLE)")
+	flag.StringVar(&cfg.Out, "out", "", "directory for the JSON results and logs (default .cache/bench)")
+	managerArgs := flag.String("manager-args", "", "extra flags for the manager, space separated (e.g. --zap-log-level=5 logs every reconcile)")
+	flag.Parse()
+	cfg.ManagerArgs = strings.Fields(*managerArgs)
+	if err := run(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: cannot measure:", err)
+		os.Exit(1)
+	}
+}
+
+func run(cfg config) error {
+	root, err := harness.RepoRoot()
+	if err != nil {
+		return err
+	}
+	if cfg.Out == "" {
+		cfg.Out = filepath.Join(root, ".cache", "bench")
+	}
+	res := Result{Started: time.Now(), Config: cfg, Machine: machine()}
+	runDir := filepath.Join(cfg.Out, res.Started.Format("20060102-150405"))
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		return err
+	}
+	// The watches' client-go logs are not wanted here.
+	ctrllog.SetLogger(logr.Discard())
+	klog.SetLogger(logr.Discard())
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	fmt.Printf("bench: starting the environment and the controller (logs in %s)\n", runDir)
+	e, err := startEnv(root, runDir, cfg.N, cfg.ManagerArgs)
+	if err != nil {
+		return err
+	}
+	defer e.stop()
+	o := newObserver()
+	if err := o.start(ctx, e); err != nil {
+		return err
+	}
+
+	fmt.Printf("bench: %d AllAtOnce rollouts of one TWD\n", cfg.Rollouts)
+	if err := createNamespace(ctx, e, "bench-reaction"); err != nil {
+		return err
+	}
+	if res.Rollouts, res.RolloutLoad, err = allAtOnce(ctx, e, o, "bench-reaction", cfg.Rollouts); err != nil {
+		return err
+	}
+	fmt.Printf("bench: %d Progressive rollouts through %v%%, %s pauses\n", cfg.ProgressiveRollouts, cfg.Steps, cfg.Pause)
+	if res.Steps, res.StepProgress, res.StepLoad, err = progressive(ctx, e, o, "bench-reaction", cfg.ProgressiveRollouts, cfg.Steps, cfg.Pause); err != nil {
+		return err
+	}
+	if cfg.N > 0 {
+		fmt.Printf("bench: scale, %d TWDs with one demo worker each\n", cfg.N)
+		s, err := scale(ctx, e, o, "bench-scale", cfg.N, "bench-reaction", 2, cfg.Idle)
+		if err != nil {
+			return err
+		}
+		res.Scale = &s
+	}
+	res.Finished = time.Now()
+	res.Machine["loadAverageAtEnd"] = loadAverage()
+	res.Table = table(res)
+	res.RolloutLoad.clean()
+	res.StepLoad.clean()
+	if res.Scale != nil {
+		for _, w := range []*Window{&res.Scale.Create, &res.Scale.Idle, &res.Scale.Rollout, &res.Scale.Retire} {
+			w.clean()
+		}
+	}
+	fmt.Println()
+	printTable(os.Stdout, header(res), res.Table)
+
+	data, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	for _, p := range []string{filepath.Join(runDir, "result.json"), filepath.Join(cfg.Out, "latest.json")} {
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("\nJSON: %s (and %s)\n", filepath.Join(runDir, "result.json"), filepath.Join(cfg.Out, "latest.json"))
+	return nil
+}
+
+func header(res Result) string {
+	m := res.Machine
+	return fmt.Sprintf("Rainbow benchmark %s, %v CPUs, %v GiB RAM, load average %v at start and %v at end (the machine is shared), took %s",
+		res.Started.Format(time.RFC3339), m["cpus"], m["memGiB"], m["loadAverageAtStart"], m["loadAverageAtEnd"],
+		res.Finished.Sub(res.Started).Round(time.Second))
+}
+
+// table turns the results into the printed figures.
+func table(res Result) []row {
+	var rows []row
+	var reaction, e2e, floor, stepR []float64
+	phases := map[string][]float64{}
+	for _, r := range res.Rollouts {
+		reaction = append(reaction, r.ReactionSeconds)
+		e2e = append(e2e, r.EndToEndSeconds)
+		floor = append(floor, r.FloorSeconds)
+		phases["spec change -> Deployment created"] = append(phases["spec change -> Deployment created"], r.DeploymentCreated.Sub(r.SpecChanged).Seconds())
+		phases["Deployment -> pod created"] = append(phases["Deployment -> pod created"], r.PodCreated.Sub(r.DeploymentCreated).Seconds())
+		phases["pod -> version registered"] = append(phases["pod -> version registered"], r.Registered.Sub(r.PodCreated).Seconds())
+		phases["pod -> Deployment available"] = append(phases["pod -> Deployment available"], r.Available.Sub(r.PodCreated).Seconds())
+		phases["current -> Ready=True seen"] = append(phases["current -> Ready=True seen"], r.Ready.Sub(r.Current).Seconds())
+	}
+	for _, s := range res.Steps {
+		stepR = append(stepR, s.ReactionSeconds)
+	}
+	rs, es, fs, ss := stats(reaction), stats(e2e), stats(floor), stats(stepR)
+	rows = append(rows,
+		row{Figure: "AllAtOnce reaction, median / p95", Value: fmt.Sprintf("%s / %s (n=%d)", ms(rs.Median), ms(rs.P95), rs.N),
+			Target: "median < 1 s", Verdict: verdict(rs.N > 0 && rs.Median < 1),
+			How: "Temporal's routing_config.current_version_changed_time minus the later of (a) the benchmark's watch first seeing the version's " +
+				"Deployment available as the controller defines it (observedGeneration current, updated and available replicas, Available=True) and " +
+				"(b) the version's create time in Temporal (its workers' first poll registered it). One TWD, one replica, rollouts back to back; " +
+				"the creation is a warm-up and not counted."},
+		row{Figure: "Progressive step reaction, median / p95", Value: fmt.Sprintf("%s / %s (n=%d)", ms(ss.Median), ms(ss.P95), ss.N),
+			Target: "median < 1 s", Verdict: verdict(ss.N > 0 && ss.Median < 1),
+			How: fmt.Sprintf("for each step: the next step's ramping_version_percentage_changed_time (or current_version_changed_time after the last step) "+
+				"minus the step's own ramping_version_percentage_changed_time plus its pause; steps %v%%, %s pauses. The benchmark reads the routing config "+
+				"once per step, when the TWD's status first shows the new ramp, so it does not compete with the controller's reads.",
+				res.Config.Steps, res.Config.Pause)},
+		row{Figure: "AllAtOnce end to end, median / p95", Value: fmt.Sprintf("%s / %s", secs(es.Median), secs(es.P95)),
+			How: "from the spec update returning to the benchmark's watch first seeing Ready=True with the new version current and observedGeneration current."},
+		row{Figure: "Floor: worker start, median / p95", Value: fmt.Sprintf("%s / %s", secs(fs.Median), secs(fs.P95)),
+			How: "the version's create time in Temporal (its first poll registered it) minus the watch first seeing its pod: process start, SDK dial and first poll."},
+		row{Figure: "End to end / floor (medians)", Value: fmt.Sprintf("%.1fx", es.Median/fs.Median),
+			How: "the two medians above. The end to end time also holds the environment's own steps, see the breakdown."},
+		row{Figure: "End to end breakdown (medians)", Value: breakdown(phases),
+			How: "watch times of the Deployment and pod, Temporal's version create time and current_version_changed_time. The node agent marks a container " +
+				"ready one second after it starts (it runs no probes), so 'pod -> Deployment available' is at least 1 s here."},
+	)
+	load := res.RolloutLoad
+	rows = append(rows, row{Figure: "Temporal load, one TWD rolling out",
+		Value: fmt.Sprintf("%.1f reads (%.1f worker-deployment) + %.1f writes per minute; per rollout %s", load.ReadsPerTWDMin, load.WorkerDeploymentReadsPerTM, load.WritesPerTWDMin, perRollout(load)),
+		How: "the controller's rainbow_temporal_rpcs_total between each spec change and Ready, summed over the rollouts and divided by the time they took. " +
+			"Worker-deployment reads are DescribeWorkerDeployment and DescribeWorkerDeploymentVersion, which Temporal rate limits per namespace."})
+	rows = append(rows, row{Figure: "Temporal's latency during rollouts, mean / p95",
+		Value: latencies(load.ServerLatency),
+		How: "the frontend's service_latency histogram per method over the AllAtOnce rollouts (the benchmark's few reads included). " +
+			"Making a version current needs at least the SetWorkerDeploymentCurrentVersion call: that is the floor of the reaction time."})
+	rows = append(rows, row{Figure: "Cross-check with the server, rollouts",
+		Value: load.crossCheck(),
+		How:   "per method, controller count / Temporal frontend service_requests{service_name=\"frontend\"} over the whole rollout phase minus the benchmark's own calls."})
+	if s := res.Scale; s != nil {
+		rows = append(rows, scaleRows(s)...)
+	}
+	return rows
+}
+
+func scaleRows(s *Scale) []row {
+	id, ro := s.Idle, s.Rollout
+	at500 := ""
+	verdict500 := ""
+	if s.N+2 >= 500 {
+		verdict500 = verdict(id.RSSMiB < 150)
+	} else {
+		per := (id.RSSMiB - s.BaselineRSSMiB) / float64(s.N)
+		at500 = fmt.Sprintf("; 500 TWDs not run (about %.0f MiB if it grew linearly: %.2f MiB per TWD)", s.BaselineRSSMiB+per*500, per)
+	}
+	return []row{
+		{Figure: fmt.Sprintf("Temporal reads per idle TWD per minute (%d TWDs)", id.TWDs),
+			Value:  fmt.Sprintf("%.2f (%.2f worker-deployment); writes %.2f", id.ReadsPerTWDMin, id.WorkerDeploymentReadsPerTM, id.WritesPerTWDMin),
+			Target: "<= 1", Verdict: verdict(id.ReadsPerTWDMin <= 1),
+			How: fmt.Sprintf("rainbow_temporal_rpcs_total over %.0f s with nothing changing (from 20 s after the last old version retired), divided by TWDs and minutes; "+
+				"namespace-wide %.2f worker-deployment reads/s against Temporal's default limit of 50/s.", id.Seconds, id.WorkerDeploymentReadsPerSec)},
+		{Figure: "Cross-check with the server, idle", Value: id.crossCheck(),
+			How: "per method, controller count / frontend service_requests over the idle window (the benchmark made no Temporal calls then)."},
+		{Figure: fmt.Sprintf("Temporal load per TWD per minute, %d rolling out", s.N),
+			Value: fmt.Sprintf("%.2f reads (%.2f worker-deployment) + %.2f writes; %.1f worker-deployment reads/s in the namespace", ro.ReadsPerTWDMin, ro.WorkerDeploymentReadsPerTM, ro.WritesPerTWDMin, ro.WorkerDeploymentReadsPerSec),
+			How:   "as idle, from the first spec change of the shared image change to the last TWD Ready; cross-check " + ro.crossCheck() + "."},
+		{Figure: fmt.Sprintf("Controller RSS, %d idle TWDs", id.TWDs),
+			Value:  fmt.Sprintf("%.0f MiB (%.0f MiB before the scale phase; peak %.0f MiB)%s", id.RSSMiB, s.BaselineRSSMiB, s.Retire.PeakRSSMiB, at500),
+			Target: "< 150 MiB at 500 TWDs", Verdict: verdict500,
+			How: "VmRSS of the manager process (.cache/bin/manager, run on its own) from /proc/<pid>/status at the end of the idle window; peak is VmHWM at the end of the run."},
+		{Figure: "Controller CPU, idle / rolling out", Value: fmt.Sprintf("%.2f / %.2f CPU s per minute", id.CPUSecondsPerMin, ro.CPUSecondsPerMin),
+			How: "utime+stime of the manager process from /proc/<pid>/stat over each window."},
+		{Figure: "Kubernetes API requests, idle / rolling out", Value: fmt.Sprintf("%.1f / %.1f per minute (rolling out: %s)", id.KubeRequestsPerMin, ro.KubeRequestsPerMin, verbs(ro.KubeRequestsByVerb)),
+			How: "client-go's rest_client_requests_total from the manager's /metrics (every request the process made, watches included)."},
+		{Figure: "Reconcile time p50 / p95, idle / rolling out",
+			Value: fmt.Sprintf("%s / %s, %s / %s (%g and %g reconciles)", ms(id.ReconcileP50), ms(id.ReconcileP95), ms(ro.ReconcileP50), ms(ro.ReconcileP95), id.Reconciles, ro.Reconciles),
+			How:   "controller_runtime_reconcile_time_seconds{controller=\"temporalworkerdeployment\"}, bucket counts differenced over the window, interpolated like histogram_quantile."},
+		{Figure: "Workqueue wait p50 / p95, idle / rolling out",
+			Value: fmt.Sprintf("%s / %s, %s / %s", ms(id.QueueP50), ms(id.QueueP95), ms(ro.QueueP50), ms(ro.QueueP95)),
+			How:   "workqueue_queue_duration_seconds{name=\"temporalworkerdeployment\"}, as above: time from an item being ready to a worker taking it."},
+		{Figure: fmt.Sprintf("Roll out %d TWDs after a shared image change", s.N),
+			Value: fmt.Sprintf("%s (each TWD median %s, p95 %s); old versions retired %s later", secs(s.RolloutSeconds), secs(s.RolloutEndToEnd.Median), secs(s.RolloutEndToEnd.P95), secs(s.RetireSeconds)),
+			How: fmt.Sprintf("the benchmark updates every TWD's image in turn, then times the first update to the last Ready=True seen by its watch. "+
+				"Retired: one Deployment per TWD left and no deprecated version in any status (sunset delays 2 s and 3 s; drainage is reported within 7 s by the dev server). "+
+				"Creating the %d took %s.", s.N, secs(s.CreateSeconds))},
+	}
+}
+
+func breakdown(phases map[string][]float64) string {
+	order := []string{"spec change -> Deployment created", "Deployment -> pod created", "pod -> version registered", "pod -> Deployment available", "current -> Ready=True seen"}
+	var parts []string
+	for _, k := range order {
+		parts = append(parts, fmt.Sprintf("%s %s", k, ms(stats(phases[k]).Median)))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func perRollout(w Window) string {
+	if w.Rollouts == 0 {
+		return "-"
+	}
+	return joinSorted(w.ControllerRPCs, func(m string, n float64) string { return fmt.Sprintf("%s %.1f", m, n/float64(w.Rollouts)) })
+}
+
+// joinSorted formats a map's entries in key order.
+func joinSorted[V any](m map[string]V, format func(string, V) string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = format(k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+func latencies(m map[string][2]float64) string {
+	return joinSorted(m, func(k string, v [2]float64) string { return fmt.Sprintf("%s %s / %s", k, ms(v[0]), ms(v[1])) })
+}
+
+func verbs(m map[string]float64) string {
+	return joinSorted(m, func(k string, v float64) string { return fmt.Sprintf("%s %g", k, v) })
+}
+
+func machine() map[string]any {
+	m := map[string]any{"cpus": runtime.NumCPU(), "go": runtime.Version(), "loadAverageAtStart": loadAverage()}
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
+				kib, _ := strconv.ParseFloat(f[1], 64)
+				m["memGiB"] = fmt.Sprintf("%.0f", kib/1024/1024)
+			}
+		}
+	}
+	return m
+}
+
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func envInt(key string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(key)); err == nil {
+		return v
+	}
+	return def
+}
+
+func envDuration(key string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(key)); err == nil {
+		return v
+	}
+	return def
+}
