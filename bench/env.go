@@ -35,11 +35,14 @@ type benchEnv struct {
 // startEnv starts devenv with dynamic config fit for n worker deployments,
 // attaches the test harness to it (clients, CRDs) and starts the manager
 // binary against it.
-func startEnv(root, dir string, n int, managerArgs []string) (*benchEnv, error) {
+func startEnv(root, dir string, n int, manager string, managerArgs []string) (*benchEnv, error) {
 	bin := filepath.Join(root, ".cache", "bin")
-	for _, b := range []string{"devenv", "demo-worker", "manager"} {
-		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
-			return nil, fmt.Errorf("%s is not built in %s: run `make bench`", b, bin)
+	if manager == "" {
+		manager = filepath.Join(bin, "manager")
+	}
+	for _, b := range []string{filepath.Join(bin, "devenv"), filepath.Join(bin, "demo-worker"), manager} {
+		if _, err := os.Stat(b); err != nil {
+			return nil, fmt.Errorf("%s is not built: run `make bench`", b)
 		}
 	}
 	envDir := filepath.Join(dir, "env")
@@ -103,7 +106,7 @@ func startEnv(root, dir string, n int, managerArgs []string) (*benchEnv, error) 
 		e.stop()
 		return nil, err
 	}
-	if err := e.startManager(bin, managerArgs); err != nil {
+	if err := e.startManager(manager, managerArgs); err != nil {
 		e.stop()
 		return nil, err
 	}
@@ -112,7 +115,7 @@ func startEnv(root, dir string, n int, managerArgs []string) (*benchEnv, error) 
 
 // startManager runs cmd/manager as a separate process, so that its RSS and
 // CPU time are its own, with the environment's admin kubeconfig.
-func (e *benchEnv) startManager(bin string, extra []string) error {
+func (e *benchEnv) startManager(path string, extra []string) error {
 	var addrs [2]string
 	for i := range addrs {
 		port, err := process.FreePort("127.0.0.1")
@@ -129,7 +132,7 @@ func (e *benchEnv) startManager(bin string, extra []string) error {
 	}
 	args = append(args, extra...)
 	var err error
-	e.manager, err = process.Start("manager", filepath.Join(bin, "manager"), args, os.Environ(), filepath.Join(e.dir, "manager.log"))
+	e.manager, err = process.Start("manager", path, args, os.Environ(), filepath.Join(e.dir, "manager.log"))
 	if err != nil {
 		return err
 	}

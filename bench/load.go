@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -14,7 +15,11 @@ type snapshot struct {
 	manager scrape // the controller's /metrics
 	server  scrape // the Temporal dev server's /metrics
 	proc    procStat
-	own     map[string]float64 // the benchmark's own Temporal calls
+	// cpu is every process of the environment, the controller's and the
+	// benchmark's own, by pid.
+	cpu                     map[int]procCPU
+	machineBusy, machineAll float64
+	own                     map[string]float64 // the benchmark's own Temporal calls
 }
 
 func (e *benchEnv) snapshot() (snapshot, error) {
@@ -29,6 +34,8 @@ func (e *benchEnv) snapshot() (snapshot, error) {
 	if s.server, err = fetchMetrics(e.Info.TemporalMetrics); err != nil {
 		return s, fmt.Errorf("Temporal server metrics: %w", err)
 	}
+	s.cpu = processCPU(e.devenv.Pid(), e.manager.Pid(), os.Getpid())
+	s.machineBusy, s.machineAll = machineCPU()
 	if s.proc, err = readProc(e.manager.Pid()); err != nil {
 		return s, fmt.Errorf("controller process: %w", err)
 	}
@@ -93,6 +100,10 @@ type Window struct {
 	// Temporal RPCs the controller made, from its own counter
 	// rainbow_temporal_rpcs_total, by method.
 	ControllerRPCs map[string]float64 `json:"controllerRPCs"`
+	// InRollouts are the controller's calls between each spec change and
+	// Ready, summed over the rollouts (only for one TWD rolled out again
+	// and again); the per-minute rates then cover that time only.
+	InRollouts map[string]float64 `json:"controllerRPCsInRollouts,omitempty"`
 	// ControllerRPCErrors are the calls that failed, by "method result"
 	// (the gRPC code; ResourceExhausted is Temporal saying it is busy).
 	ControllerRPCErrors map[string]float64 `json:"controllerRPCErrors,omitempty"`
@@ -108,19 +119,25 @@ type Window struct {
 	WritesPerTWDMin            float64 `json:"writesPerTWDPerMinute"`
 	// Namespace-wide worker-deployment reads per second (the rate Temporal
 	// limits to 50/s per namespace by default).
-	WorkerDeploymentReadsPerSec float64            `json:"workerDeploymentReadsPerSecond"`
-	CPUSecondsPerMin            float64            `json:"cpuSecondsPerMinute"`
-	RSSMiB                      float64            `json:"rssMiB"`
-	PeakRSSMiB                  float64            `json:"peakRSSMiB"`
-	KubeRequestsPerMin          float64            `json:"kubeRequestsPerMinute"`
-	KubeRequestsByVerb          map[string]float64 `json:"kubeRequestsByVerb"`
-	Reconciles                  float64            `json:"reconciles"`
-	ReconcileP50                float64            `json:"reconcileP50Seconds"`
-	ReconcileP95                float64            `json:"reconcileP95Seconds"`
-	ReconcileMean               float64            `json:"reconcileMeanSeconds"`
-	QueueP50                    float64            `json:"queueP50Seconds"`
-	QueueP95                    float64            `json:"queueP95Seconds"`
-	QueueMean                   float64            `json:"queueMeanSeconds"`
+	WorkerDeploymentReadsPerSec float64 `json:"workerDeploymentReadsPerSecond"`
+	CPUSecondsPerMin            float64 `json:"cpuSecondsPerMinute"`
+	// CPUByProcess is CPU seconds per minute of each kind of process of
+	// the environment (devenv holds the Temporal server and the node
+	// agent; demo-worker is every worker together).
+	CPUByProcess map[string]float64 `json:"cpuSecondsPerMinuteByProcess"`
+	// MachineBusy is the share of all CPUs busy, whoever used them.
+	MachineBusy        float64            `json:"machineBusy"`
+	RSSMiB             float64            `json:"rssMiB"`
+	PeakRSSMiB         float64            `json:"peakRSSMiB"`
+	KubeRequestsPerMin float64            `json:"kubeRequestsPerMinute"`
+	KubeRequestsByVerb map[string]float64 `json:"kubeRequestsByVerb"`
+	Reconciles         float64            `json:"reconciles"`
+	ReconcileP50       float64            `json:"reconcileP50Seconds"`
+	ReconcileP95       float64            `json:"reconcileP95Seconds"`
+	ReconcileMean      float64            `json:"reconcileMeanSeconds"`
+	QueueP50           float64            `json:"queueP50Seconds"`
+	QueueP95           float64            `json:"queueP95Seconds"`
+	QueueMean          float64            `json:"queueMeanSeconds"`
 }
 
 func window(name string, a, b snapshot, twds int) Window {
@@ -159,6 +176,15 @@ func window(name string, a, b snapshot, twds int) Window {
 		w.CPUSecondsPerMin = (b.proc.CPUSeconds - a.proc.CPUSeconds) / minutes
 	}
 	w.RSSMiB, w.PeakRSSMiB = b.proc.RSSMiB, b.proc.PeakRSSMiB
+	w.CPUByProcess = map[string]float64{}
+	if minutes > 0 {
+		for name, sec := range cpuByName(a.cpu, b.cpu) {
+			w.CPUByProcess[name] = sec / minutes
+		}
+	}
+	if all := b.machineAll - a.machineAll; all > 0 {
+		w.MachineBusy = (b.machineBusy - a.machineBusy) / all
+	}
 	ka, kb := a.manager.by(kubeMetric, "method", nil), b.manager.by(kubeMetric, "method", nil)
 	var kube float64
 	for verb, n := range kb {

@@ -38,6 +38,7 @@ type config struct {
 	Pause               time.Duration `json:"pauseNanoseconds"`
 	Idle                time.Duration `json:"idleNanoseconds"`
 	Out                 string        `json:"-"`
+	Manager             string        `json:"manager,omitempty"`
 	ManagerArgs         []string      `json:"managerArgs,omitempty"`
 }
 
@@ -60,11 +61,12 @@ type Result struct {
 }
 
 func main() {
-	cfg := config{Steps: []int32{25, 50, 75}, Pause: 2 * time.Second}
+	cfg := config{Steps: []int32{25, 50, 75}, Pause: 4 * time.Second}
 	flag.IntVar(&cfg.N, "n", envInt("BENCH_N", 100), "TWDs in the scale phase, each with a running demo worker (env BENCH_N); 0 skips it")
 	flag.IntVar(&cfg.Rollouts, "rollouts", envInt("BENCH_ROLLOUTS", 12), "AllAtOnce rollouts timed one after the other (env BENCH_ROLLOUTS)")
 	flag.IntVar(&cfg.ProgressiveRollouts, "progressive-rollouts", envInt("BENCH_PROGRESSIVE_ROLLOUTS", 4), "Progressive rollouts of three steps each")
 	flag.DurationVar(&cfg.Idle, "idle", envDuration("BENCH_IDLE", 3*time.Minute), "how long the N TWDs are watched idle (env BENCH_IDLE)")
+	flag.StringVar(&cfg.Manager, "manager", "", "manager binary to measure (default .cache/bin/manager, built by make bins)")
 	flag.StringVar(&cfg.Out, "out", "", "directory for the JSON results and logs (default .cache/bench)")
 	managerArgs := flag.String("manager-args", "", "extra flags for the manager, space separated (e.g. --zap-log-level=5 logs every reconcile)")
 	flag.Parse()
@@ -95,7 +97,7 @@ func run(cfg config) error {
 	defer stop()
 
 	fmt.Printf("bench: starting the environment and the controller (logs in %s)\n", runDir)
-	e, err := startEnv(root, runDir, cfg.N, cfg.ManagerArgs)
+	e, err := startEnv(root, runDir, cfg.N, cfg.Manager, cfg.ManagerArgs)
 	if err != nil {
 		return err
 	}
@@ -115,6 +117,9 @@ func run(cfg config) error {
 	fmt.Printf("bench: %d Progressive rollouts through %v%%, %s pauses\n", cfg.ProgressiveRollouts, cfg.Steps, cfg.Pause)
 	if res.Steps, res.StepProgress, res.StepLoad, err = progressive(ctx, e, o, "bench-reaction", cfg.ProgressiveRollouts, cfg.Steps, cfg.Pause); err != nil {
 		return err
+	}
+	if len(res.Steps) == 0 && cfg.ProgressiveRollouts > 0 {
+		return fmt.Errorf("no Progressive step could be timed")
 	}
 	if cfg.N > 0 {
 		fmt.Printf("bench: scale, %d TWDs with one demo worker each\n", cfg.N)
@@ -202,7 +207,8 @@ func table(res Result) []row {
 	load := res.RolloutLoad
 	rows = append(rows, row{Figure: "Temporal load, one TWD rolling out",
 		Value: fmt.Sprintf("%.1f reads (%.1f worker-deployment) + %.1f writes per minute; per rollout %s", load.ReadsPerTWDMin, load.WorkerDeploymentReadsPerTM, load.WritesPerTWDMin, perRollout(load)),
-		How: "the controller's rainbow_temporal_rpcs_total between each spec change and Ready, summed over the rollouts and divided by the time they took. " +
+		How: "the controller's rainbow_temporal_rpcs_total between each spec change and Ready, summed over the rollouts and divided by the time they took " +
+			"(the retirement of the old versions, which goes on after Ready, is not in it). " +
 			"Worker-deployment reads are DescribeWorkerDeployment and DescribeWorkerDeploymentVersion, which Temporal rate limits per namespace."})
 	rows = append(rows, row{Figure: "Temporal's latency during rollouts, mean / p95",
 		Value: latencies(load.ServerLatency),
@@ -244,6 +250,11 @@ func scaleRows(s *Scale) []row {
 			How: "VmRSS of the manager process (.cache/bin/manager, run on its own) from /proc/<pid>/status at the end of the idle window; peak is VmHWM at the end of the run."},
 		{Figure: "Controller CPU, idle / rolling out", Value: fmt.Sprintf("%.2f / %.2f CPU s per minute", id.CPUSecondsPerMin, ro.CPUSecondsPerMin),
 			How: "utime+stime of the manager process from /proc/<pid>/stat over each window."},
+		{Figure: fmt.Sprintf("CPU, %d rolling out", s.N), Value: cpuShare(ro),
+			How: "utime+stime from /proc/<pid>/stat of every process of the environment, per minute (2.0 = both cores), grouped by name; devenv runs the " +
+				"Temporal dev server and the node agent in one process. The machine's busy share is from /proc/stat and counts other users of the machine too."},
+		{Figure: fmt.Sprintf("Temporal's latency, %d rolling out, mean / p95", s.N), Value: latencies(ro.ServerLatency),
+			How: "the frontend's service_latency histogram per method over the shared rollout."},
 		{Figure: "Kubernetes API requests, idle / rolling out", Value: fmt.Sprintf("%.1f / %.1f per minute (rolling out: %s)", id.KubeRequestsPerMin, ro.KubeRequestsPerMin, verbs(ro.KubeRequestsByVerb)),
 			How: "client-go's rest_client_requests_total from the manager's /metrics (every request the process made, watches included)."},
 		{Figure: "Reconcile time p50 / p95, idle / rolling out",
@@ -273,7 +284,7 @@ func perRollout(w Window) string {
 	if w.Rollouts == 0 {
 		return "-"
 	}
-	return joinSorted(w.ControllerRPCs, func(m string, n float64) string { return fmt.Sprintf("%s %.1f", m, n/float64(w.Rollouts)) })
+	return joinSorted(w.InRollouts, func(m string, n float64) string { return fmt.Sprintf("%s %.1f", m, n/float64(w.Rollouts)) })
 }
 
 // joinSorted formats a map's entries in key order.
@@ -288,6 +299,11 @@ func joinSorted[V any](m map[string]V, format func(string, V) string) string {
 		parts[i] = format(k, m[k])
 	}
 	return strings.Join(parts, ", ")
+}
+
+func cpuShare(w Window) string {
+	return fmt.Sprintf("machine %.0f%% busy; ", w.MachineBusy*100) +
+		joinSorted(w.CPUByProcess, func(k string, v float64) string { return fmt.Sprintf("%s %.2f", k, v) }) + " CPU s/min"
 }
 
 func latencies(m map[string][2]float64) string {

@@ -104,4 +104,9 @@ func secs(x float64) string {
 	return fmt.Sprintf("%.1f s", x)
 }
 
-func ms(x float64) string { return fmt.Sprintf("%.1f ms", x*1000) }
+func ms(x float64) string {
+	if math.IsNaN(x) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f ms", x*1000)
+}

@@ -245,3 +245,91 @@ func readProc(pid int) (procStat, error) {
 	p.CPUSeconds = (utime + stime) / clockTicks
 	return p, nil
 }
+
+// procCPU is one process's CPU time so far.
+type procCPU struct {
+	name    string
+	started uint64 // start time in ticks since boot, tells a reused pid apart
+	seconds float64
+}
+
+// processCPU reads the CPU time of root and every process below it, by pid.
+func processCPU(roots ...int) map[int]procCPU {
+	type entry struct {
+		ppid int
+		cpu  procCPU
+	}
+	all := map[int]entry{}
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		open, closing := strings.IndexByte(string(data), '('), strings.LastIndexByte(string(data), ')')
+		if open < 0 || closing < open {
+			continue
+		}
+		f := strings.Fields(string(data[closing+1:]))
+		if len(f) < 20 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		utime, _ := strconv.ParseFloat(f[11], 64)
+		stime, _ := strconv.ParseFloat(f[12], 64)
+		started, _ := strconv.ParseUint(f[19], 10, 64)
+		all[pid] = entry{ppid, procCPU{name: string(data[open+1 : closing]), started: started, seconds: (utime + stime) / clockTicks}}
+	}
+	children := map[int][]int{}
+	for pid, e := range all {
+		children[e.ppid] = append(children[e.ppid], pid)
+	}
+	out := map[int]procCPU{}
+	queue := append([]int(nil), roots...)
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		if e, ok := all[pid]; ok {
+			out[pid] = e.cpu
+		}
+		queue = append(queue, children[pid]...)
+	}
+	return out
+}
+
+// cpuByName is the CPU time each kind of process used between a and b. A
+// process that started in between counts in full; one that exited in
+// between is missing (its time is lost with it).
+func cpuByName(a, b map[int]procCPU) map[string]float64 {
+	out := map[string]float64{}
+	for pid, p := range b {
+		d := p.seconds
+		if q, ok := a[pid]; ok && q.started == p.started {
+			d -= q.seconds
+		}
+		out[p.name] += d
+	}
+	return out
+}
+
+// machineCPU is the busy and total time of all CPUs so far, in seconds.
+func machineCPU() (busy, total float64) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseFloat(v, 64)
+		total += n
+		if i != 3 && i != 4 { // idle, iowait
+			busy += n
+		}
+	}
+	return busy / clockTicks, total / clockTicks
+}
