@@ -19,7 +19,7 @@ demo: kube-bins bins ## Start the local environment and the controller, and show
 	@hack/demo.sh
 
 .PHONY: test
-test: kube-bins bins vet ## Run every test: unit, integration (real control plane, Temporal, workers)
+test: kube-bins bins vet verify-generated ## Run every test: unit, integration (real control plane, Temporal, workers)
 	go test $(GO_TEST_FLAGS) -timeout 40m ./...
 	cd cmd/devenv && go test $(GO_TEST_FLAGS) -timeout 10m ./...
 
@@ -46,6 +46,19 @@ vet: ## go vet both modules and check formatting
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
 	cd cmd/devenv && go vet ./...
+
+.PHONY: verify-generated
+verify-generated: $(CONTROLLER_GEN) ## Check that the committed CRDs, deepcopy code and RBAC role match the sources
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	deepcopy=api/v1alpha1/zz_generated.deepcopy.go; cp "$$deepcopy" "$$tmp/deepcopy.go"; \
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...; \
+	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config="$$tmp/crd"; \
+	$(CONTROLLER_GEN) rbac:roleName=rainbow-manager paths=./internal/... output:rbac:artifacts:config="$$tmp/rbac"; \
+	stale=; \
+	cmp -s "$$tmp/deepcopy.go" "$$deepcopy" || { stale="$$stale $$deepcopy"; cp "$$tmp/deepcopy.go" "$$deepcopy"; }; \
+	diff -r "$$tmp/crd" config/crd/bases >/dev/null || stale="$$stale config/crd/bases"; \
+	diff "$$tmp/rbac/role.yaml" config/rbac/role.yaml >/dev/null || stale="$$stale config/rbac/role.yaml"; \
+	if [ -n "$$stale" ]; then echo "stale generated files:$$stale; run 'make generate' and commit them"; exit 1; fi
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate deepcopy code, CRD manifests from api/ and the RBAC role from internal/

@@ -213,6 +213,9 @@ type WorkerVersion struct {
 	// Deployment to a changed pod template that kept the custom build ID.
 	// +optional
 	UpdatedInPlaceAt *metav1.Time `json:"updatedInPlaceAt,omitempty"`
+	// UpdatedInPlaceReason says why that update happened.
+	// +optional
+	UpdatedInPlaceReason string `json:"updatedInPlaceReason,omitempty"`
 }
 
 // GateStatus records the gate workflow run for the target version.

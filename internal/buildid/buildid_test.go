@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 )
 
 func template(image string) *corev1.PodTemplateSpec {
@@ -43,8 +45,11 @@ func TestGolden(t *testing.T) {
 	}
 }
 
+// TestEveryFieldCounts: each kind of template change gives another
+// template hash (drift detection under a custom build ID) and so another
+// generated build ID.
 func TestEveryFieldCounts(t *testing.T) {
-	base := Generate(template("w:v1"))
+	base, baseHash := Generate(template("w:v1")), TemplateHash(template("w:v1"))
 	changes := map[string]func(*corev1.PodTemplateSpec){
 		"image":   func(p *corev1.PodTemplateSpec) { p.Spec.Containers[0].Image = "w:v2" },
 		"env":     func(p *corev1.PodTemplateSpec) { p.Spec.Containers[0].Env[0].Value = "debug" },
@@ -68,10 +73,30 @@ func TestEveryFieldCounts(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			tpl := template("w:v1")
 			change(tpl)
+			if got := TemplateHash(tpl); got == baseHash {
+				t.Errorf("changing %s kept template hash %s", name, got)
+			}
 			if got := Generate(tpl); got == base {
 				t.Errorf("changing %s kept build ID %s", name, got)
 			}
 		})
+	}
+}
+
+// TestOf: a custom build ID is used exactly as written, whatever the
+// template; without one the build ID is generated from the template.
+func TestOf(t *testing.T) {
+	spec := func(custom, image string) *v1alpha1.TemporalWorkerDeploymentSpec {
+		return &v1alpha1.TemporalWorkerDeploymentSpec{Template: *template(image),
+			WorkerOptions: v1alpha1.WorkerOptions{CustomBuildID: custom}}
+	}
+	if got := Of(spec("", "w:v1")); got != Generate(template("w:v1")) {
+		t.Errorf("no custom build ID: Of = %q, want the generated %q", got, Generate(template("w:v1")))
+	}
+	for _, image := range []string{"w:v1", "w:v2"} {
+		if got := Of(spec("orders-2024.1", image)); got != "orders-2024.1" {
+			t.Errorf("custom build ID with image %s: Of = %q, want it unchanged", image, got)
+		}
 	}
 }
 

@@ -118,20 +118,25 @@ func rampWithoutWorkers(v *view, p *plan) (progress, bool) {
 // syncTargetTemplate updates the target's Deployment in place when it runs
 // another pod template than the spec: a custom build ID kept across a
 // change that is not workflow code. A Deployment with no recorded hash gets
-// one without a restart. It reports whether an update starts now.
+// one without a restart when its build ID proves it runs the spec's
+// template; otherwise it may run any template and is updated. It reports
+// whether an update starts now.
 func syncTargetTemplate(v *view, p *plan, dep Deployment) bool {
 	want := v.in.Spec.TemplateHash
+	why := "spec.template changed"
 	switch {
 	case want == "" || dep.TemplateHash == want:
 		return false
-	case dep.TemplateHash == "":
+	case dep.TemplateHash == "" && dep.BuildID == v.in.Spec.GeneratedBuildID:
 		p.res.UpdateDeployment = &UpdateDeployment{Name: dep.Name, BuildID: dep.BuildID, HashOnly: true}
 		return false
+	case dep.TemplateHash == "":
+		why = "it records no template hash and its build ID was not generated from spec.template, so it may run another template"
 	}
-	p.res.UpdateDeployment = &UpdateDeployment{Name: dep.Name, BuildID: dep.BuildID}
-	p.event(EventNormal, EventUpdateInPlace, fmt.Sprintf(
-		"updating Deployment %s in place: spec.template changed while the build ID stayed %s (spec.workerOptions.customBuildID), so this is a rolling update of the same version",
-		dep.Name, dep.BuildID))
+	msg := fmt.Sprintf("updating Deployment %s in place: %s while the build ID stayed %s (spec.workerOptions.customBuildID), so this is a rolling update of the same version",
+		dep.Name, why, dep.BuildID)
+	p.res.UpdateDeployment = &UpdateDeployment{Name: dep.Name, BuildID: dep.BuildID, Message: msg}
+	p.event(EventNormal, EventUpdateInPlace, msg)
 	p.after(requeueWatch)
 	return true
 }

@@ -52,6 +52,10 @@ type Spec struct {
 	// Deployment is updated in place when it runs another one (only
 	// possible with a custom build ID). Empty: no drift detection.
 	TemplateHash string
+	// GeneratedBuildID is the build ID generated from the spec's template.
+	// A Deployment without a recorded hash whose build ID equals it was
+	// made from this very template, so only the hash is recorded.
+	GeneratedBuildID string
 }
 
 // Step is one ramp of a Progressive rollout.
@@ -181,6 +185,8 @@ type UpdateDeployment struct {
 	// template (a Deployment made before hashes were recorded must not
 	// restart its pods for that alone).
 	HashOnly bool
+	// Message says why the template is updated, for status and the Event.
+	Message string
 }
 
 // ScaleReason says why a Deployment is scaled.

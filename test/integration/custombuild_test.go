@@ -3,12 +3,16 @@ package integration
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
@@ -27,6 +31,7 @@ func TestCustomBuildIDRollsInPlace(t *testing.T) {
 	r.create(twd)
 	r.waitCurrent(2*time.Minute, "wf-1")
 	first := r.deployment("wf-1")
+	oldPods := r.podNames("wf-1")
 	pinned := r.startLong(demoworker.LongPinnedWorkflow)
 
 	r.setImage("v2")
@@ -37,15 +42,28 @@ func TestCustomBuildIDRollsInPlace(t *testing.T) {
 	if got.Status.CurrentVersion.BuildID != "wf-1" {
 		t.Fatalf("current version is %s, want wf-1: %s", got.Status.CurrentVersion.BuildID, describe(got))
 	}
-	r.Eventually(2*time.Minute, "every pod of wf-1 runs image v2", func() (bool, string) {
+	if why := got.Status.CurrentVersion.UpdatedInPlaceReason; !strings.Contains(why, "spec.template changed") {
+		t.Fatalf("status.currentVersion.updatedInPlaceReason = %q, want why the version was updated in place", why)
+	}
+	r.Eventually(2*time.Minute, "every pod of wf-1 runs image v2 and none of its old pods is left", func() (bool, string) {
 		images := r.podImages("wf-1")
 		for _, img := range images {
 			if img != "rainbow.local/demo-worker:v2" {
 				return false, fmt.Sprint(images)
 			}
 		}
+		now := r.podNames("wf-1")
+		for _, p := range oldPods {
+			if slices.Contains(now, p) {
+				return false, fmt.Sprintf("old pod %s still exists (pods %v)", p, now)
+			}
+		}
 		return len(images) == 1, fmt.Sprint(images)
 	})
+	// The Deployment controller rolled it: a new ReplicaSet, the old one at zero.
+	if sets := r.replicaSets("wf-1"); len(sets) != 2 {
+		t.Fatalf("ReplicaSets of wf-1 after the in-place update: %v, want the old one at 0 and a new one", sets)
+	}
 	d := r.deployment("wf-1")
 	if d.UID != first.UID {
 		t.Fatal("the Deployment was replaced instead of updated in place")
@@ -61,7 +79,7 @@ func TestCustomBuildIDRollsInPlace(t *testing.T) {
 	}
 	r.waitEvent(time.Minute, "UpdateInPlace")
 
-	// The pinned workflow moved to the new pods of the same version.
+	// Only the new pods poll now, so the pinned workflow finishes there.
 	if err := r.Env.Temporal.SignalWorkflow(context.Background(), pinned.GetID(), "", demoworker.FinishSignal, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -97,6 +115,76 @@ func (r *rollout) podImages(build string) []string {
 		}
 	}
 	return out
+}
+
+// podNames lists the pods of build that are not being deleted.
+func (r *rollout) podNames(build string) []string {
+	r.Helper()
+	var pods corev1.PodList
+	if err := r.Env.Kube.List(context.Background(), &pods, crclient.InNamespace(r.Namespace),
+		crclient.MatchingLabels{workload.LabelBuildID: build}); err != nil {
+		r.Fatal(err)
+	}
+	var out []string
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
+// replicaSets lists build's ReplicaSets as "name=replicas".
+func (r *rollout) replicaSets(build string) []string {
+	r.Helper()
+	var sets appsv1.ReplicaSetList
+	if err := r.Env.Kube.List(context.Background(), &sets, crclient.InNamespace(r.Namespace),
+		crclient.MatchingLabels{workload.LabelBuildID: build}); err != nil {
+		r.Fatal(err)
+	}
+	var out []string
+	for _, rs := range sets.Items {
+		out = append(out, fmt.Sprintf("%s=%d", rs.Name, ptr.Deref(rs.Spec.Replicas, 0)))
+	}
+	return out
+}
+
+// TestDeploymentWithoutTemplateHashIsNotRestarted: a Deployment that
+// records no template hash (made before hashes were recorded) gets the
+// hash back without a new ReplicaSet or a restarted pod.
+func TestDeploymentWithoutTemplateHashIsNotRestarted(t *testing.T) {
+	r := newRollout(env.NewTest(t), "legacy")
+	r.create(r.spec("v1"))
+	build := r.buildID()
+	r.waitCurrent(2*time.Minute, build)
+	r.Eventually(time.Minute, "one pod of "+build, func() (bool, string) {
+		pods := r.podNames(build)
+		return len(pods) == 1, fmt.Sprint(pods)
+	})
+	pods, sets, d := r.podNames(build), r.replicaSets(build), r.deployment(build)
+	hash := d.Annotations[workload.AnnotationTemplateHash]
+	if hash == "" {
+		t.Fatalf("Deployment %s records no template hash", d.Name)
+	}
+
+	patch := []byte(`{"metadata":{"annotations":{"` + workload.AnnotationTemplateHash + `":null}}}`)
+	if err := r.Env.Kube.Patch(context.Background(), d, crclient.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	r.Eventually(time.Minute, "the template hash recorded again", func() (bool, string) {
+		got := r.deployment(build).Annotations[workload.AnnotationTemplateHash]
+		return got == hash, fmt.Sprintf("annotation %q, want %q", got, hash)
+	})
+	after := r.deployment(build)
+	if after.Generation != d.Generation {
+		t.Errorf("Deployment generation went from %d to %d: its spec was changed", d.Generation, after.Generation)
+	}
+	if got := r.replicaSets(build); !slices.Equal(got, sets) {
+		t.Errorf("ReplicaSets %v became %v: the pods were rolled", sets, got)
+	}
+	if got := r.podNames(build); !slices.Equal(got, pods) {
+		t.Errorf("pods %v became %v: the pods were restarted", pods, got)
+	}
 }
 
 // deploymentsOfTWD names every Deployment in the test's namespace.

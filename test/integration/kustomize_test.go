@@ -2,9 +2,6 @@ package integration
 
 import (
 	"bytes"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -75,31 +72,5 @@ func TestKustomizeConfigDefault(t *testing.T) {
 
 	if _, err := env.Kubectl(out, "apply", "--server-side", "--dry-run=server", "--field-manager=rainbow-test", "-f", "-"); err != nil {
 		t.Fatalf("the API server refuses config/default: %v", err)
-	}
-}
-
-// TestKustomizeRBACRoleIsGenerated: config/rbac/role.yaml is what `make
-// generate` makes of the markers in internal/ now.
-func TestKustomizeRBACRoleIsGenerated(t *testing.T) {
-	tools, _ := filepath.Glob(filepath.Join(env.Root, ".cache", "tools", "controller-gen-*"))
-	if len(tools) == 0 {
-		t.Skip("controller-gen is not built (make generate builds it)")
-	}
-	dir := t.TempDir()
-	cmd := exec.Command(tools[len(tools)-1], "rbac:roleName=rainbow-manager", "paths=./internal/...", "output:rbac:artifacts:config="+dir)
-	cmd.Dir = env.Root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("controller-gen: %v\n%s", err, out)
-	}
-	fresh, err := os.ReadFile(filepath.Join(dir, "role.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	committed, err := os.ReadFile(filepath.Join(env.Root, "config", "rbac", "role.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(fresh, committed) {
-		t.Fatalf("config/rbac/role.yaml is stale: run `make generate`. Generated now:\n%s", fresh)
 	}
 }

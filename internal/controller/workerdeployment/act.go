@@ -33,8 +33,8 @@ type outcome struct {
 	// the plan's conditions still describe the state.
 	retrySoon bool
 	gate      *v1alpha1.GateStatus
-	// updatedInPlace is the build ID whose Deployment got a new template.
-	updatedInPlace string
+	// updatedInPlace is the update whose Deployment got a new template.
+	updatedInPlace *planner.UpdateDeployment
 }
 
 func (o *outcome) fail(err error) { o.failed = append(o.failed, err) }
@@ -57,7 +57,7 @@ func (r *Reconciler) act(ctx context.Context, o *observation, res planner.Result
 			err := r.updateTemplate(ctx, o, d, u.HashOnly)
 			r.kubeErr(&out, err)
 			if err == nil && !u.HashOnly {
-				out.updatedInPlace = u.BuildID
+				out.updatedInPlace = u
 			}
 		}
 	}

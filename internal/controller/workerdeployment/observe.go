@@ -214,6 +214,7 @@ func plannerSpec(twd *v1alpha1.TemporalWorkerDeployment, target string, maxVersi
 		DeleteDelay:    24 * time.Hour,
 		MaxVersions:    maxVersions,
 		TemplateHash:   buildid.TemplateHash(&twd.Spec.Template),
+		GeneratedBuildID: buildid.Generate(&twd.Spec.Template),
 	}
 	if s.Strategy == "" {
 		s.Strategy = v1alpha1.StrategyAllAtOnce

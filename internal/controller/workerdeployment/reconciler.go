@@ -150,7 +150,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	res := planner.Plan(o.input)
 	out := r.act(ctx, o, res, now)
-	r.recordEvents(o, res)
+	r.recordEvents(o, res, out)
 
 	switch {
 	case len(out.failed) > 0 || out.retrySoon:
@@ -201,7 +201,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, twd *v1alpha1.TemporalWork
 // recordEvents emits the plan's events. Warnings describe a blocked state
 // that lasts many reconciles, so they are only emitted when the Ready
 // condition changes; actions are emitted each time they happen.
-func (r *Reconciler) recordEvents(o *observation, res planner.Result) {
+func (r *Reconciler) recordEvents(o *observation, res planner.Result, out outcome) {
 	old := meta.FindStatusCondition(o.twd.Status.Conditions, v1alpha1.ConditionReady)
 	changed := old == nil || old.Reason != res.Ready.Reason || old.Message != res.Ready.Message
 	for _, e := range res.Events {
@@ -210,6 +210,9 @@ func (r *Reconciler) recordEvents(o *observation, res planner.Result) {
 		}
 		if e.Reason == planner.EventCreateDeployment && o.conn == nil {
 			continue // not created: the connection is unusable, and Ready says so
+		}
+		if e.Reason == planner.EventUpdateInPlace && out.updatedInPlace == nil {
+			continue // the patch failed or lost a race; PlanExecutionFailed or the next pass says so
 		}
 		r.event(o.twd, e.Type, e.Reason, "%s", e.Message)
 	}

@@ -53,15 +53,16 @@ func newStatus(old v1alpha1.TemporalWorkerDeploymentStatus, generation int64, re
 
 func workerVersion(pv planner.Version, prev v1alpha1.WorkerVersion, now time.Time) v1alpha1.WorkerVersion {
 	wv := v1alpha1.WorkerVersion{
-		BuildID:          pv.BuildID,
-		Status:           pv.Status,
-		Deployment:       pv.Deployment,
-		TaskQueues:       prev.TaskQueues,
-		HealthySince:     prev.HealthySince,
-		UpdatedInPlaceAt: prev.UpdatedInPlaceAt,
-		RampPercentage:   pv.RampPercentage,
-		RampingSince:     metaTime(pv.RampingSince),
-		DrainedSince:     metaTime(pv.DrainedSince),
+		BuildID:              pv.BuildID,
+		Status:               pv.Status,
+		Deployment:           pv.Deployment,
+		TaskQueues:           prev.TaskQueues,
+		HealthySince:         prev.HealthySince,
+		UpdatedInPlaceAt:     prev.UpdatedInPlaceAt,
+		UpdatedInPlaceReason: prev.UpdatedInPlaceReason,
+		RampPercentage:       pv.RampPercentage,
+		RampingSince:         metaTime(pv.RampingSince),
+		DrainedSince:         metaTime(pv.DrainedSince),
 	}
 	if wv.Status == "" {
 		// Temporal is unreachable: report what was last known.
@@ -104,15 +105,15 @@ func ptrs(vs []v1alpha1.WorkerVersion) []*v1alpha1.WorkerVersion {
 	return out
 }
 
-// markUpdatedInPlace records that build's Deployment was just rolled in place.
-func markUpdatedInPlace(st *v1alpha1.TemporalWorkerDeploymentStatus, build string, now time.Time) {
-	if build == "" {
+// markUpdatedInPlace records that a Deployment was just rolled in place, and why.
+func markUpdatedInPlace(st *v1alpha1.TemporalWorkerDeploymentStatus, u *planner.UpdateDeployment, now time.Time) {
+	if u == nil {
 		return
 	}
 	t := metav1.NewTime(now)
 	for _, v := range append([]*v1alpha1.WorkerVersion{st.TargetVersion, st.CurrentVersion, st.RampingVersion}, ptrs(st.DeprecatedVersions)...) {
-		if v != nil && v.BuildID == build {
-			v.UpdatedInPlaceAt = &t
+		if v != nil && v.BuildID == u.BuildID {
+			v.UpdatedInPlaceAt, v.UpdatedInPlaceReason = &t, u.Message
 		}
 	}
 }
