@@ -39,6 +39,7 @@ type config struct {
 	Idle                time.Duration `json:"idleNanoseconds"`
 	Out                 string        `json:"-"`
 	Manager             string        `json:"manager,omitempty"`
+	ScaleRollout        bool          `json:"scaleRollout"`
 	ManagerArgs         []string      `json:"managerArgs,omitempty"`
 }
 
@@ -66,6 +67,8 @@ func main() {
 	flag.IntVar(&cfg.Rollouts, "rollouts", envInt("BENCH_ROLLOUTS", 12), "AllAtOnce rollouts timed one after the other (env BENCH_ROLLOUTS)")
 	flag.IntVar(&cfg.ProgressiveRollouts, "progressive-rollouts", envInt("BENCH_PROGRESSIVE_ROLLOUTS", 4), "Progressive rollouts of three steps each")
 	flag.DurationVar(&cfg.Idle, "idle", envDuration("BENCH_IDLE", 3*time.Minute), "how long the N TWDs are watched idle (env BENCH_IDLE)")
+	flag.BoolVar(&cfg.ScaleRollout, "scale-rollout", os.Getenv("BENCH_SCALE_ROLLOUT") != "false",
+		"change the image of all N TWDs at once and time it (env BENCH_SCALE_ROLLOUT=false skips it: twice N workers run meanwhile)")
 	flag.StringVar(&cfg.Manager, "manager", "", "manager binary to measure (default .cache/bin/manager, built by make bins)")
 	flag.StringVar(&cfg.Out, "out", "", "directory for the JSON results and logs (default .cache/bench)")
 	managerArgs := flag.String("manager-args", "", "extra flags for the manager, space separated (e.g. --zap-log-level=5 logs every reconcile)")
@@ -123,7 +126,7 @@ func run(cfg config) error {
 	}
 	if cfg.N > 0 {
 		fmt.Printf("bench: scale, %d TWDs with one demo worker each\n", cfg.N)
-		s, err := scale(ctx, e, o, "bench-scale", cfg.N, "bench-reaction", 2, cfg.Idle)
+		s, err := scale(ctx, e, o, "bench-scale", cfg.N, "bench-reaction", 2, cfg.Idle, cfg.ScaleRollout)
 		if err != nil {
 			return err
 		}
@@ -224,7 +227,12 @@ func table(res Result) []row {
 }
 
 func scaleRows(s *Scale) []row {
-	id, ro := s.Idle, s.Rollout
+	// The busy window is the shared image change, or the creation of the
+	// N TWDs (their first rollout) when the change was skipped.
+	id, ro, rolling := s.Idle, s.Rollout, fmt.Sprintf("%d rolling out", s.N)
+	if ro.Seconds == 0 {
+		ro, rolling = s.Create, fmt.Sprintf("%d being created", s.N)
+	}
 	at500 := ""
 	verdict500 := ""
 	if s.N+2 >= 500 {
@@ -241,34 +249,42 @@ func scaleRows(s *Scale) []row {
 				"namespace-wide %.2f worker-deployment reads/s against Temporal's default limit of 50/s.", id.Seconds, id.WorkerDeploymentReadsPerSec)},
 		{Figure: "Cross-check with the server, idle", Value: id.crossCheck(),
 			How: "per method, controller count / frontend service_requests over the idle window (the benchmark made no Temporal calls then)."},
-		{Figure: fmt.Sprintf("Temporal load per TWD per minute, %d rolling out", s.N),
+		{Figure: "Temporal load per TWD per minute, " + rolling,
 			Value: fmt.Sprintf("%.2f reads (%.2f worker-deployment) + %.2f writes; %.1f worker-deployment reads/s in the namespace", ro.ReadsPerTWDMin, ro.WorkerDeploymentReadsPerTM, ro.WritesPerTWDMin, ro.WorkerDeploymentReadsPerSec),
-			How:   "as idle, from the first spec change of the shared image change to the last TWD Ready; cross-check " + ro.crossCheck() + "."},
+			How:   "as idle, from the first spec change to the last TWD Ready; cross-check " + ro.crossCheck() + "."},
 		{Figure: fmt.Sprintf("Controller RSS, %d idle TWDs", id.TWDs),
-			Value:  fmt.Sprintf("%.0f MiB (%.0f MiB before the scale phase; peak %.0f MiB)%s", id.RSSMiB, s.BaselineRSSMiB, s.Retire.PeakRSSMiB, at500),
+			Value:  fmt.Sprintf("%.0f MiB (%.0f MiB before the scale phase; peak %.0f MiB)%s", id.RSSMiB, s.BaselineRSSMiB, id.PeakRSSMiB, at500),
 			Target: "< 150 MiB at 500 TWDs", Verdict: verdict500,
 			How: "VmRSS of the manager process (.cache/bin/manager, run on its own) from /proc/<pid>/status at the end of the idle window; peak is VmHWM at the end of the run."},
-		{Figure: "Controller CPU, idle / rolling out", Value: fmt.Sprintf("%.2f / %.2f CPU s per minute", id.CPUSecondsPerMin, ro.CPUSecondsPerMin),
+		{Figure: "Controller CPU, idle / " + rolling, Value: fmt.Sprintf("%.2f / %.2f CPU s per minute", id.CPUSecondsPerMin, ro.CPUSecondsPerMin),
 			How: "utime+stime of the manager process from /proc/<pid>/stat over each window."},
-		{Figure: fmt.Sprintf("CPU, %d rolling out", s.N), Value: cpuShare(ro),
+		{Figure: "CPU of every process, " + rolling, Value: cpuShare(ro),
 			How: "utime+stime from /proc/<pid>/stat of every process of the environment, per minute (2.0 = both cores), grouped by name; devenv runs the " +
 				"Temporal dev server and the node agent in one process. The machine's busy share is from /proc/stat and counts other users of the machine too."},
-		{Figure: fmt.Sprintf("Temporal's latency, %d rolling out, mean / p95", s.N), Value: latencies(ro.ServerLatency),
-			How: "the frontend's service_latency histogram per method over the shared rollout."},
-		{Figure: "Kubernetes API requests, idle / rolling out", Value: fmt.Sprintf("%.1f / %.1f per minute (rolling out: %s)", id.KubeRequestsPerMin, ro.KubeRequestsPerMin, verbs(ro.KubeRequestsByVerb)),
+		{Figure: "Temporal's latency, " + rolling + ", mean / p95", Value: latencies(ro.ServerLatency),
+			How: "the frontend's service_latency histogram per method over the same window."},
+		{Figure: "Kubernetes API requests, idle / " + rolling, Value: fmt.Sprintf("%.1f / %.1f per minute (busy: %s)", id.KubeRequestsPerMin, ro.KubeRequestsPerMin, verbs(ro.KubeRequestsByVerb)),
 			How: "client-go's rest_client_requests_total from the manager's /metrics (every request the process made, watches included)."},
-		{Figure: "Reconcile time p50 / p95, idle / rolling out",
+		{Figure: "Reconcile time p50 / p95, idle / " + rolling,
 			Value: fmt.Sprintf("%s / %s, %s / %s (%g and %g reconciles)", ms(id.ReconcileP50), ms(id.ReconcileP95), ms(ro.ReconcileP50), ms(ro.ReconcileP95), id.Reconciles, ro.Reconciles),
 			How:   "controller_runtime_reconcile_time_seconds{controller=\"temporalworkerdeployment\"}, bucket counts differenced over the window, interpolated like histogram_quantile."},
-		{Figure: "Workqueue wait p50 / p95, idle / rolling out",
+		{Figure: "Workqueue wait p50 / p95, idle / " + rolling,
 			Value: fmt.Sprintf("%s / %s, %s / %s", ms(id.QueueP50), ms(id.QueueP95), ms(ro.QueueP50), ms(ro.QueueP95)),
 			How:   "workqueue_queue_duration_seconds{name=\"temporalworkerdeployment\"}, as above: time from an item being ready to a worker taking it."},
-		{Figure: fmt.Sprintf("Roll out %d TWDs after a shared image change", s.N),
-			Value: fmt.Sprintf("%s (each TWD median %s, p95 %s); old versions retired %s later", secs(s.RolloutSeconds), secs(s.RolloutEndToEnd.Median), secs(s.RolloutEndToEnd.P95), secs(s.RetireSeconds)),
-			How: fmt.Sprintf("the benchmark updates every TWD's image in turn, then times the first update to the last Ready=True seen by its watch. "+
-				"Retired: one Deployment per TWD left and no deprecated version in any status (sunset delays 2 s and 3 s; drainage is reported within 7 s by the dev server). "+
-				"Creating the %d took %s.", s.N, secs(s.CreateSeconds))},
+		rolloutRow(s),
 	}
+}
+
+func rolloutRow(s *Scale) row {
+	if s.Rollout.Seconds == 0 {
+		return row{Figure: fmt.Sprintf("Create %d TWDs", s.N), Value: secs(s.CreateSeconds),
+			How: "from the first create to the last Ready=True seen by the watch; the shared image change was skipped (-scale-rollout=false)."}
+	}
+	return row{Figure: fmt.Sprintf("Roll out %d TWDs after a shared image change", s.N),
+		Value: fmt.Sprintf("%s (each TWD median %s, p95 %s); old versions retired %s later", secs(s.RolloutSeconds), secs(s.RolloutEndToEnd.Median), secs(s.RolloutEndToEnd.P95), secs(s.RetireSeconds)),
+		How: fmt.Sprintf("the benchmark updates every TWD's image in turn, then times the first update to the last Ready=True seen by its watch. "+
+			"Retired: one Deployment per TWD left and no deprecated version in any status (sunset delays 2 s and 3 s; drainage is reported within 7 s by the dev server). "+
+			"Creating the %d took %s.", s.N, secs(s.CreateSeconds))}
 }
 
 func breakdown(phases map[string][]float64) string {

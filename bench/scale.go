@@ -32,13 +32,16 @@ type Scale struct {
 	// scale namespace and the earlier phases' one.
 	RetireSeconds float64 `json:"retireSeconds"`
 	Retire        Window  `json:"retire"`
+	// The shared rollout's end, where the retirement is timed from.
+	rolledOut  time.Time
+	rolledSnap snapshot
 }
 
 // scale creates n TWDs, each with one running version, changes all their
 // images at once, waits for the old versions to retire, then measures the
 // controller while nothing moves. others is the number of TWDs in
 // otherNamespace, which exist from earlier phases.
-func scale(ctx context.Context, e *benchEnv, o *observer, ns string, n int, otherNamespace string, others int, idle time.Duration) (Scale, error) {
+func scale(ctx context.Context, e *benchEnv, o *observer, ns string, n int, otherNamespace string, others int, idle time.Duration, rollout bool) (Scale, error) {
 	s := Scale{N: n}
 	total := n + others
 	if err := createNamespace(ctx, e, ns); err != nil {
@@ -72,48 +75,30 @@ func scale(ctx context.Context, e *benchEnv, o *observer, ns string, n int, othe
 	s.Create = window(fmt.Sprintf("create %d TWDs", n), start, created, total)
 	fmt.Printf("  all %d Ready %.1fs after the first create\n", n, s.CreateSeconds)
 
-	// One image change shared by every TWD, applied as fast as the API
-	// server takes it (as a Helm upgrade or a GitOps sync would).
-	rollStart, err := e.snapshot()
-	if err != nil {
-		return s, err
-	}
-	for i, k := range keys {
-		if changes[i], err = setTag(ctx, e, k, "s2"); err != nil {
+	if rollout {
+		if err := sharedRollout(ctx, e, o, &s, keys, changes, total); err != nil {
 			return s, err
 		}
 	}
-	fmt.Printf("  changed %d images in %.1fs; waiting for all to be Ready\n", n, time.Since(rollStart.at).Seconds())
-	last, err = waitAllReady(ctx, o, keys, changes, 5*time.Minute+time.Duration(n)*2*time.Second)
-	if err != nil {
-		return s, err
-	}
-	s.RolloutSeconds = last.Sub(changes[0].at).Seconds()
-	var e2e []float64
-	for i, k := range keys {
-		t, _ := o.readyAt(k, changes[i].generation)
-		e2e = append(e2e, t.Sub(changes[i].at).Seconds())
-	}
-	s.RolloutEndToEnd = stats(e2e)
-	rolled, err := e.snapshot()
-	if err != nil {
-		return s, err
-	}
-	s.Rollout = window(fmt.Sprintf("shared image change of %d TWDs", n), rollStart, rolled, total)
-	fmt.Printf("  all %d rolled out %.1fs after the first change; waiting for the old versions to retire\n", n, s.RolloutSeconds)
-
+	// Both namespaces: the earlier phases' old versions too.
+	before := time.Now()
 	for ns, count := range map[string]int{ns: n, otherNamespace: others} {
 		if err := waitRetired(ctx, e, ns, count, 10*time.Minute); err != nil {
 			return s, err
 		}
 	}
-	retired, err := e.snapshot()
-	if err != nil {
-		return s, err
+	if rollout {
+		retired, err := e.snapshot()
+		if err != nil {
+			return s, err
+		}
+		s.RetireSeconds = retired.at.Sub(s.rolledOut).Seconds()
+		s.Retire = window(fmt.Sprintf("retire %d old versions", n), s.rolledSnap, retired, total)
+		fmt.Printf("  old versions retired %.1fs after the last Ready\n", s.RetireSeconds)
+	} else {
+		fmt.Printf("  no old version left (waited %.1fs)\n", time.Since(before).Seconds())
 	}
-	s.RetireSeconds = retired.at.Sub(last).Seconds()
-	s.Retire = window(fmt.Sprintf("retire %d old versions", n), rolled, retired, total)
-	fmt.Printf("  old versions retired %.1fs after the last Ready; settling, then idle for %s\n", s.RetireSeconds, idle)
+	fmt.Printf("  settling, then idle for %s\n", idle)
 
 	// Let the last requeues of the retirement pass, then measure nothing
 	// moving: every TWD has one version, current, and nothing retiring.
@@ -135,6 +120,41 @@ func scale(ctx context.Context, e *benchEnv, o *observer, ns string, n int, othe
 	fmt.Printf("  idle: %.2f Temporal reads per TWD per minute, RSS %.0f MiB, %.2f CPU s/min\n",
 		s.Idle.ReadsPerTWDMin, s.Idle.RSSMiB, s.Idle.CPUSecondsPerMin)
 	return s, nil
+}
+
+// sharedRollout changes every TWD's image at once, applied as fast as the
+// API server takes it (as a Helm upgrade or a GitOps sync would), and
+// times the rollout.
+func sharedRollout(ctx context.Context, e *benchEnv, o *observer, s *Scale, keys []types.NamespacedName, changes []change, total int) error {
+	n := len(keys)
+	rollStart, err := e.snapshot()
+	if err != nil {
+		return err
+	}
+	for i, k := range keys {
+		if changes[i], err = setTag(ctx, e, k, "s2"); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("  changed %d images in %.1fs; waiting for all to be Ready\n", n, time.Since(rollStart.at).Seconds())
+	last, err := waitAllReady(ctx, o, keys, changes, 5*time.Minute+time.Duration(n)*2*time.Second)
+	if err != nil {
+		return err
+	}
+	s.RolloutSeconds = last.Sub(changes[0].at).Seconds()
+	var e2e []float64
+	for i, k := range keys {
+		t, _ := o.readyAt(k, changes[i].generation)
+		e2e = append(e2e, t.Sub(changes[i].at).Seconds())
+	}
+	s.RolloutEndToEnd = stats(e2e)
+	if s.rolledSnap, err = e.snapshot(); err != nil {
+		return err
+	}
+	s.rolledOut = last
+	s.Rollout = window(fmt.Sprintf("shared image change of %d TWDs", n), rollStart, s.rolledSnap, total)
+	fmt.Printf("  all %d rolled out %.1fs after the first change; waiting for the old versions to retire\n", n, s.RolloutSeconds)
+	return nil
 }
 
 // waitAllReady waits until every key is Ready at its change's generation
