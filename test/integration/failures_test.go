@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
@@ -82,36 +81,71 @@ func TestTemporalOutageScalesNothingDown(t *testing.T) {
 	if err := r.Env.Kube.Create(context.Background(), conn); err != nil {
 		t.Fatal(err)
 	}
+	const scaledownDelay = 20 * time.Second
 	twd := r.spec("v1")
-	twd.Spec.Sunset.ScaledownDelay = &metav1.Duration{Duration: 0}
+	twd.Spec.Sunset.ScaledownDelay = &metav1.Duration{Duration: scaledownDelay}
 	twd.Spec.Sunset.DeleteDelay = &metav1.Duration{Duration: 0}
 	r.create(twd)
 	v1 := r.buildID()
 	r.waitCurrent(2*time.Minute, v1)
-
-	proxy.stop()
 	r.setImage("v2")
 	v2 := r.buildID()
+	r.waitCurrent(2*time.Minute, v2)
+	// v1 has no open workflow: once Temporal reports it drained, it is due
+	// for scale-down scaledownDelay later, which falls into the outage.
+	drained := r.waitFor(time.Minute, v1+" Drained", func(t *v1alpha1.TemporalWorkerDeployment) bool {
+		for _, v := range t.Status.DeprecatedVersions {
+			if v.BuildID == v1 && v.Status == v1alpha1.VersionDrained && v.DrainedSince != nil {
+				return true
+			}
+		}
+		return false
+	})
+	var due time.Time
+	for _, v := range drained.Status.DeprecatedVersions {
+		if v.BuildID == v1 {
+			due = v.DrainedSince.Add(scaledownDelay)
+		}
+	}
+
+	proxy.stop()
+	r.setImage("v3")
+	v3 := r.buildID()
+	r.waitOutageReason()
+	r.holdsWorkers(max(15*time.Second, time.Until(due)+10*time.Second), v1)
+	if cur := r.get().Status.CurrentVersion; cur == nil || cur.BuildID != v2 {
+		t.Fatalf("the current version changed during the outage: %s", describe(r.get()))
+	}
+
+	proxy.start()
+	r.waitCurrent(3*time.Minute, v3)
+
+	// Deleting the TWD during an outage waits, workers and all, until the
+	// controller can clean up Temporal.
+	proxy.stop()
+	if err := r.Env.Kube.Delete(context.Background(), r.get()); err != nil {
+		t.Fatal(err)
+	}
+	got := r.waitOutageReason()
+	if c := findCondition(got, v1alpha1.ConditionReady); !strings.Contains(c.Message, "deletion waits") {
+		t.Fatalf("Ready does not say the deletion waits: %q", c.Message)
+	}
+	r.holdsWorkers(10*time.Second, v3)
+	proxy.start()
+	r.waitGone(3 * time.Minute)
+}
+
+// waitOutageReason waits for Progressing to report that Temporal cannot be
+// reached.
+func (r *rollout) waitOutageReason() *v1alpha1.TemporalWorkerDeployment {
+	r.Helper()
 	got := r.waitFor(2*time.Minute, "an outage reason on Ready and Progressing", func(t *v1alpha1.TemporalWorkerDeployment) bool {
 		c := findCondition(t, v1alpha1.ConditionProgressing)
 		return c.Status == metav1.ConditionFalse &&
 			(c.Reason == v1alpha1.ReasonTemporalStateFetchFailed || c.Reason == v1alpha1.ReasonTemporalClientCreationFailed)
 	})
-	t.Logf("during the outage: %s", describe(got))
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		d := r.deployment(v1)
-		if d == nil || ptr.Deref(d.Spec.Replicas, 1) == 0 {
-			t.Fatalf("version %s was scaled down or deleted while Temporal was unreachable: %s", v1, deploymentState(d))
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-
-	proxy.start()
-	r.waitCurrent(3*time.Minute, v2)
-	// The TWD's finalizer needs Temporal: let it finish while the proxy
-	// still runs, or the namespace could never be deleted.
-	r.deleteAndWait()
+	r.Logf("during the outage: %s", describe(got))
+	return got
 }
 
 // deleteAndWait deletes the TWD and waits until its finalizer let it go.
@@ -120,7 +154,13 @@ func (r *rollout) deleteAndWait() {
 	if err := r.Env.Kube.Delete(context.Background(), r.get()); err != nil {
 		r.Fatal(err)
 	}
-	r.Eventually(3*time.Minute, "the TWD gone after Temporal cleanup", func() (bool, string) {
+	r.waitGone(3 * time.Minute)
+}
+
+// waitGone waits until the TWD's finalizer let it go.
+func (r *rollout) waitGone(timeout time.Duration) {
+	r.Helper()
+	r.Eventually(timeout, "the TWD gone after Temporal cleanup", func() (bool, string) {
 		var twd v1alpha1.TemporalWorkerDeployment
 		err := r.Env.Kube.Get(context.Background(), crclient.ObjectKey{Namespace: r.Namespace, Name: r.Name}, &twd)
 		if apierrors.IsNotFound(err) {

@@ -192,6 +192,19 @@ func TestManagerHeldByOtherIdentityIsNotFought(t *testing.T) {
 	}
 	r.setManager("")
 	r.waitCurrent(2*time.Minute, v2)
+
+	// Deleting the TWD while someone else routes to it keeps its workers.
+	r.setManager("a-person")
+	if err := r.Env.Kube.Delete(context.Background(), r.get()); err != nil {
+		t.Fatal(err)
+	}
+	got = r.waitCondition(time.Minute, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonManagedByOtherIdentity)
+	if c := findCondition(got, v1alpha1.ConditionReady); !strings.Contains(c.Message, "deletion waits") {
+		t.Fatalf("the condition does not say the deletion waits: %q", c.Message)
+	}
+	r.holdsWorkers(10*time.Second, v2)
+	r.setManager("")
+	r.waitGone(3 * time.Minute)
 }
 
 // setManager sets (or with "" clears) the manager identity as a person

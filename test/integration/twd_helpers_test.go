@@ -296,3 +296,14 @@ func (r *rollout) waitEvent(timeout time.Duration, reason string) {
 func workflowName(name string) workflow.RegisterOptions {
 	return workflow.RegisterOptions{Name: name}
 }
+
+// holdsWorkers fails if build's Deployment is deleted or scaled to zero
+// within d.
+func (r *rollout) holdsWorkers(d time.Duration, build string) {
+	r.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		if dep := r.deployment(build); dep == nil || dep.DeletionTimestamp != nil || ptr.Deref(dep.Spec.Replicas, 1) == 0 {
+			r.Fatalf("version %s lost its workers: %s", build, deploymentState(dep))
+		}
+	}
+}

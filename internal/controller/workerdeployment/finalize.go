@@ -69,14 +69,14 @@ func (r *Reconciler) cleanup(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 		return false, planner.Condition{}, err
 	}
 	if prob != nil {
-		if prob.Reason == v1alpha1.ReasonTemporalConnectionNotFound {
-			// Without a connection no Deployment was ever created for it
-			// to reach; there is nothing the controller can clean up.
+		if prob.Reason == v1alpha1.ReasonTemporalConnectionNotFound && !everDeployed(ctx, r.Client, twd) {
+			// It never ran a worker, so Temporal holds nothing of it.
 			r.event(twd, corev1.EventTypeWarning, prob.Reason,
 				"not cleaning up worker deployment %s in Temporal: %s", name, prob.Message)
 			return true, planner.Condition{}, nil
 		}
-		return blocked(prob.Reason, "%s", prob.Message)
+		return blocked(prob.Reason, "%s; its workers and versions stay until it can reach Temporal "+
+			"(to give up on cleaning up Temporal, remove the finalizer %s by hand)", prob.Message, Finalizer)
 	}
 	c, err := r.Pool.Get(ctx, ownerKey(twd), conn.Params)
 	if err != nil {
@@ -88,6 +88,12 @@ func (r *Reconciler) cleanup(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 		return blocked(v1alpha1.ReasonTemporalStateFetchFailed, "cannot read worker deployment %s from Temporal: %v", name, err)
 	}
 	if m := state.ManagerIdentity; m != "" && m != r.Pool.Identity() {
+		// Its routing is not ours to move, and its workers must not go
+		// while it sends workflows to them.
+		if routed := routedVersions(state); len(routed) > 0 {
+			return blocked(v1alpha1.ReasonManagedByOtherIdentity, "identity %q manages worker deployment %s and routes new workflows to versions %v "+
+				"of this TemporalWorkerDeployment; route them elsewhere or clear the manager identity, and deletion goes on", m, name, routed)
+		}
 		r.event(twd, corev1.EventTypeWarning, v1alpha1.ReasonManagedByOtherIdentity,
 			"leaving worker deployment %s in Temporal as it is: identity %q manages it", name, m)
 		return true, planner.Condition{}, r.deleteAllDeployments(ctx, twd)
@@ -133,6 +139,30 @@ func (r *Reconciler) cleanup(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 	}
 	r.event(twd, corev1.EventTypeNormal, v1alpha1.ReasonDeleting, "deleted worker deployment %s and its versions from Temporal", name)
 	return true, planner.Condition{}, nil
+}
+
+// routedVersions are the versions new workflows go to.
+func routedVersions(s *planner.TemporalState) []string {
+	var out []string
+	for _, b := range []string{s.CurrentBuildID, s.RampingBuildID} {
+		if b != "" {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// everDeployed: the TWD has, or reported, a version that may be known to
+// Temporal. Without a connection the controller cannot tell for sure, so
+// anything it may have registered counts.
+func everDeployed(ctx context.Context, c client.Client, twd *v1alpha1.TemporalWorkerDeployment) bool {
+	st := twd.Status
+	if st.CurrentVersion != nil || st.RampingVersion != nil || len(st.DeprecatedVersions) > 0 ||
+		(st.TargetVersion != nil && st.TargetVersion.Status != v1alpha1.VersionNotRegistered) {
+		return true
+	}
+	deps, err := ownedDeployments(ctx, c, twd)
+	return err != nil || len(deps) > 0
 }
 
 // deleteAllDeployments deletes every versioned Deployment of the TWD: the

@@ -207,13 +207,13 @@ func (r *Reconciler) observeGate(ctx context.Context, o *observation) error {
 // match the CRD's, for objects written before a default existed.
 func plannerSpec(twd *v1alpha1.TemporalWorkerDeployment, target string, maxVersions int) planner.Spec {
 	s := planner.Spec{
-		TargetBuildID:  target,
-		Replicas:       twd.Spec.Replicas,
-		Strategy:       twd.Spec.Rollout.Strategy,
-		ScaledownDelay: time.Hour,
-		DeleteDelay:    24 * time.Hour,
-		MaxVersions:    maxVersions,
-		TemplateHash:   buildid.TemplateHash(&twd.Spec.Template),
+		TargetBuildID:    target,
+		Replicas:         twd.Spec.Replicas,
+		Strategy:         twd.Spec.Rollout.Strategy,
+		ScaledownDelay:   time.Hour,
+		DeleteDelay:      24 * time.Hour,
+		MaxVersions:      maxVersions,
+		TemplateHash:     buildid.TemplateHash(&twd.Spec.Template),
 		GeneratedBuildID: buildid.Generate(&twd.Spec.Template),
 	}
 	if s.Strategy == "" {
