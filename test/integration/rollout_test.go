@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	"k8s.io/utils/ptr"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
@@ -34,6 +35,7 @@ func TestAllAtOnceKeepsPinnedWorkflowsOnTheirVersion(t *testing.T) {
 		t.Fatalf("Hello ran on %q, want build %s", got, v1)
 	}
 	pinned := r.startLong(demoworker.LongPinnedWorkflow)
+	upgrading := r.startLong(demoworker.LongAutoUpgradeWorkflow)
 
 	r.setImage("v2")
 	v2 := r.buildID()
@@ -67,20 +69,34 @@ func TestAllAtOnceKeepsPinnedWorkflowsOnTheirVersion(t *testing.T) {
 		t.Fatalf("version %s is %q, want Draining while a pinned workflow runs: %s", v1, st, describe(twd))
 	}
 
-	if err := r.Env.Temporal.SignalWorkflow(context.Background(), pinned.GetID(), "", demoworker.FinishSignal, nil); err != nil {
-		t.Fatal(err)
-	}
-	var res demoworker.LongResult
-	if err := pinned.Get(context.Background(), &res); err != nil {
-		t.Fatal(err)
-	}
-	if res.StartedOn != v1 || res.FinishedOn != v1 {
-		t.Fatalf("pinned workflow ran on %s then %s, want %s throughout", res.StartedOn, res.FinishedOn, v1)
+	// The auto-upgrade workflow started on v1 moved to v2 on its own.
+	r.Eventually(30*time.Second, "the auto-upgrade workflow running on "+v2, func() (bool, string) {
+		on := r.queryBuild(upgrading)
+		return on == v2, "it runs on " + on
+	})
+	for _, w := range []struct {
+		run          client.WorkflowRun
+		started, end string
+	}{{pinned, v1, v1}, {upgrading, v1, v2}} {
+		if err := r.Env.Temporal.SignalWorkflow(context.Background(), w.run.GetID(), "", demoworker.FinishSignal, nil); err != nil {
+			t.Fatal(err)
+		}
+		var res demoworker.LongResult
+		if err := w.run.Get(context.Background(), &res); err != nil {
+			t.Fatal(err)
+		}
+		if res.StartedOn != w.started || res.FinishedOn != w.end {
+			t.Fatalf("workflow %s ran on %s then %s, want %s then %s", w.run.GetID(), res.StartedOn, res.FinishedOn, w.started, w.end)
+		}
 	}
 
 	r.Eventually(2*time.Minute, "version "+v1+" scaled to zero after draining", func() (bool, string) {
 		d := r.deployment(v1)
-		return d == nil || ptr.Deref(d.Spec.Replicas, 1) == 0, deploymentState(d) + "; " + describe(r.get())
+		twd := r.get()
+		if d != nil && ptr.Deref(d.Spec.Replicas, 1) == 0 && versionStatus(twd, v1) != v1alpha1.VersionDrained {
+			t.Fatalf("version %s was scaled down while %q, before Temporal reported it Drained: %s", v1, versionStatus(twd, v1), describe(twd))
+		}
+		return d == nil || ptr.Deref(d.Spec.Replicas, 1) == 0, deploymentState(d) + "; " + describe(twd)
 	})
 	r.Eventually(2*time.Minute, "version "+v1+" deleted in Kubernetes and Temporal", func() (bool, string) {
 		d := r.deployment(v1)
@@ -108,4 +124,20 @@ func ptrsOf(vs []v1alpha1.WorkerVersion) []*v1alpha1.WorkerVersion {
 		out[i] = &vs[i]
 	}
 	return out
+}
+
+// queryBuild asks a Long workflow which build ran its latest step.
+func (r *rollout) queryBuild(run client.WorkflowRun) string {
+	r.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	v, err := r.Env.Temporal.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), demoworker.BuildIDQuery)
+	if err != nil {
+		return "unknown: " + err.Error()
+	}
+	var build string
+	if err := v.Get(&build); err != nil {
+		return "unknown: " + err.Error()
+	}
+	return build
 }

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -38,12 +39,17 @@ func TestProgressiveRampsThroughEachStep(t *testing.T) {
 	r.setImage("v2")
 	v2 := r.buildID()
 	seen := map[float32]time.Time{}
+	mine := map[string]string{"namespace": r.Namespace, "name": r.Name}
+	gauge := map[float64]bool{}
 	r.Eventually(3*time.Minute, "version "+v2+" ramped 20% then 60%, then current", func() (bool, string) {
 		cur, ramping, pct := r.routing()
 		if ramping == v2 {
 			if _, ok := seen[pct]; !ok {
 				seen[pct] = time.Now()
 			}
+		}
+		if v, ok := metric(t, "rainbow_ramp_percentage", mine); ok {
+			gauge[v] = true
 		}
 		return cur == v2 && len(seen) == 2, describe(r.get())
 	})
@@ -56,6 +62,23 @@ func TestProgressiveRampsThroughEachStep(t *testing.T) {
 		t.Fatalf("the 20%% step lasted %s, want about its 4s pause", gap)
 	}
 	r.waitCurrent(time.Minute, v2)
+
+	// The rollout metrics followed it.
+	if !gauge[20] || !gauge[60] {
+		t.Errorf("rainbow_ramp_percentage showed %v during the rollout, want 20 and 60 among them", gauge)
+	}
+	r.Eventually(30*time.Second, "the metrics of the finished rollout", func() (bool, string) {
+		ramp, _ := metric(t, "rainbow_ramp_percentage", mine)
+		current, _ := metric(t, "rainbow_versions", map[string]string{"namespace": r.Namespace, "name": r.Name, "status": "Current"})
+		draining, _ := metric(t, "rainbow_versions", map[string]string{"namespace": r.Namespace, "name": r.Name, "status": "Draining"})
+		drained, _ := metric(t, "rainbow_versions", map[string]string{"namespace": r.Namespace, "name": r.Name, "status": "Drained"})
+		complete, _ := metric(t, "rainbow_rollouts_total", map[string]string{"outcome": "complete"})
+		durations, _ := metric(t, "rainbow_rollout_duration_seconds", nil)
+		ramps, _ := metric(t, "rainbow_temporal_rpcs_total", map[string]string{"method": "SetWorkerDeploymentRampingVersion", "result": "ok"})
+		ok := ramp == 0 && current == 1 && draining+drained == 1 && complete >= 1 && durations >= 1 && ramps >= 2
+		return ok, fmt.Sprintf("ramp %g, versions current %g, draining %g, drained %g; rollouts complete %g, durations %g; ramp RPCs %g",
+			ramp, current, draining, drained, complete, durations, ramps)
+	})
 }
 
 // TestManualNeverChangesRouting: the controller registers versions but a
