@@ -31,7 +31,8 @@
 //     deleted deleteDelay after reaching zero, and Temporal versions once
 //     their Deployment is gone and nothing polls them.
 //
-// Ready is true iff the target is current. Plan asks to be called again in
+// Ready is true iff the target is current and its Deployment runs the
+// spec's template (a custom build ID's in-place update has rolled). Plan asks to be called again in
 // a second while it waits on Temporal, at the exact time of the next step or
 // sunset deadline, and otherwise within a minute.
 package planner

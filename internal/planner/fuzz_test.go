@@ -99,6 +99,8 @@ func fuzzInput(data []byte) Input {
 		ScaledownDelay:   pick(s, 0, time.Minute, time.Hour, 24*time.Hour),
 		DeleteDelay:      pick(s, 0, time.Hour, 24*time.Hour),
 		MaxVersions:      s.intn(5),
+		TemplateHash:     pick(s, "", "h1", "h2"),
+		GeneratedBuildID: pick(s, "a", "b", "x"),
 	}
 	if s.bool() {
 		in.Spec.Replicas = ptr(int32(s.intn(4)))
@@ -114,6 +116,8 @@ func fuzzInput(data []byte) Input {
 			if s.bool() {
 				d.ScaledDownAt = at(s.offset())
 			}
+			d.TemplateHash = pick(s, "", "h1", "h2")
+			d.Rolling = s.intn(4) == 0
 			in.Deployments = append(in.Deployments, d)
 		}
 	}
@@ -316,9 +320,19 @@ func safetyViolations(in Input, r Result) []error {
 		}
 	}
 
+	// Ready: the target is current and its Deployment runs the spec's
+	// template (no in-place update under way).
 	targetCurrent := ts != nil && in.Spec.TargetBuildID != "" && ts.CurrentBuildID == in.Spec.TargetBuildID
-	if (r.Ready.Status == metav1.ConditionTrue) != targetCurrent {
-		bad("Ready = %s but target current = %v", r.Ready.Status, targetCurrent)
+	if r.Ready.Status == metav1.ConditionTrue && !targetCurrent {
+		bad("Ready = True but the target is not current")
+	}
+	targetDep, ok := depOf[in.Spec.TargetBuildID]
+	rolling := ok && (targetDep.Rolling || r.UpdateDeployment != nil && !r.UpdateDeployment.HashOnly)
+	if targetCurrent && (r.Ready.Status == metav1.ConditionTrue) == rolling {
+		bad("Ready = %s for a current target whose Deployment rolls a changed template: %v", r.Ready.Status, rolling)
+	}
+	if u := r.UpdateDeployment; u != nil && u.BuildID != in.Spec.TargetBuildID {
+		bad("updated the template of %s, which is not the target", u.BuildID)
 	}
 	if r.Ready.Reason == "" || r.Progressing.Reason == "" || r.Ready.Message == "" {
 		bad("empty condition: %+v %+v", r.Ready, r.Progressing)
