@@ -10,8 +10,10 @@ import (
 
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/worker"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/internal/demoworker"
@@ -110,8 +112,20 @@ func TestManualNeverChangesRouting(t *testing.T) {
 // current, and the conditions and an Event say why.
 func TestGateWorkflowDecidesTheRollout(t *testing.T) {
 	r := newRollout(env.NewTest(t), "gate")
+	// The gate's input comes from a Secret for v1 and a ConfigMap for v2.
+	pass, fail := gateInput(t, false, ""), gateInput(t, true, "smoke test failed")
+	objs := []crclient.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gate-pass", Namespace: r.Namespace}, Data: map[string][]byte{"input.json": pass.Raw}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "gate-fail", Namespace: r.Namespace}, Data: map[string]string{"input.json": string(fail.Raw)}},
+	}
+	for _, o := range objs {
+		if err := r.Env.Kube.Create(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
 	twd := r.spec("v1")
-	twd.Spec.Rollout.Gate = &v1alpha1.GateWorkflow{WorkflowType: demoworker.GateWorkflow, Input: gateInput(t, false, "")}
+	twd.Spec.Rollout.Gate = &v1alpha1.GateWorkflow{WorkflowType: demoworker.GateWorkflow, InputFrom: &v1alpha1.GateInputSource{
+		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "gate-pass"}, Key: "input.json"}}}
 	r.create(twd)
 	v1 := r.buildID()
 	got := r.waitCurrent(2*time.Minute, v1)
@@ -121,7 +135,8 @@ func TestGateWorkflowDecidesTheRollout(t *testing.T) {
 
 	r.update(func(t *v1alpha1.TemporalWorkerDeployment) {
 		t.Spec.Template.Spec.Containers[0].Image = "rainbow.local/demo-worker:v2"
-		t.Spec.Rollout.Gate.Input = gateInput(r.T.T, true, "smoke test failed")
+		t.Spec.Rollout.Gate.InputFrom = &v1alpha1.GateInputSource{
+			ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "gate-fail"}, Key: "input.json"}}
 	})
 	v2 := r.buildID()
 	got = r.waitCondition(2*time.Minute, v1alpha1.ConditionProgressing, metav1.ConditionFalse, v1alpha1.ReasonGateFailed)
