@@ -44,6 +44,8 @@ func (r *Reconciler) finalize(ctx context.Context, twd *v1alpha1.TemporalWorkerD
 		return reconcile.Result{}, nil
 	}
 	st := *twd.Status.DeepCopy()
+	// Deletion bumps the generation; the conditions below describe it.
+	st.ObservedGeneration = twd.Generation
 	setCondition(&st.Conditions, v1alpha1.ConditionReady, planner.Condition{Status: metav1.ConditionFalse, Reason: cond.Reason, Message: cond.Message}, twd.Generation)
 	setCondition(&st.Conditions, v1alpha1.ConditionProgressing, cond, twd.Generation)
 	if err := r.writeStatus(ctx, twd, st); err != nil {
