@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 )
 
@@ -35,6 +37,18 @@ var (
 	// internal workflow is busy, or a rate limit). Retry shortly.
 	ErrBusy = errors.New("Temporal is busy; retry shortly")
 )
+
+// RetryAfter is how soon to retry a call Temporal throttled: a worker
+// deployment's internal workflow that is busy with a routing change frees
+// up within a few hundred milliseconds, while a rate limit needs a second.
+func RetryAfter(err error) time.Duration {
+	var busy *serviceerror.ResourceExhausted
+	if errors.As(err, &busy) && (busy.Cause == enumspb.RESOURCE_EXHAUSTED_CAUSE_BUSY_WORKFLOW ||
+		busy.Cause == enumspb.RESOURCE_EXHAUSTED_CAUSE_CONCURRENT_LIMIT) {
+		return 200 * time.Millisecond
+	}
+	return time.Second
+}
 
 // Error is a failed Temporal call. Kind is one of the sentinels, or nil
 // for errors the controller only retries (unavailable, rate limited, ...).

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 )
 
@@ -93,5 +95,25 @@ func TestGateWorkflowID(t *testing.T) {
 	}
 	if want := "rainbow-gate-"; a[:len(want)] != want || a[len(a)-3:] != "-v2" {
 		t.Fatalf("id = %q", a)
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	busy := func(c enumspb.ResourceExhaustedCause) error {
+		return wrapErr("Describe", "d", "", &serviceerror.ResourceExhausted{Cause: c, Message: "x"})
+	}
+	cases := map[string]struct {
+		err  error
+		want time.Duration
+	}{
+		"busy workflow: soon":     {busy(enumspb.RESOURCE_EXHAUSTED_CAUSE_BUSY_WORKFLOW), 200 * time.Millisecond},
+		"concurrent limit: soon":  {busy(enumspb.RESOURCE_EXHAUSTED_CAUSE_CONCURRENT_LIMIT), 200 * time.Millisecond},
+		"rate limit: a second":    {busy(enumspb.RESOURCE_EXHAUSTED_CAUSE_RPS_LIMIT), time.Second},
+		"anything else: a second": {errors.New("x"), time.Second},
+	}
+	for name, tc := range cases {
+		if got := RetryAfter(tc.err); got != tc.want {
+			t.Errorf("%s: RetryAfter = %s, want %s", name, got, tc.want)
+		}
 	}
 }

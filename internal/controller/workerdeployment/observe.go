@@ -34,8 +34,8 @@ type observation struct {
 	// gate is the gate run of the target, as status should show it.
 	gate  *v1alpha1.GateStatus
 	input planner.Input
-	// busy: Temporal throttled a read; retry in a second, not ten.
-	busy bool
+	// retryBusy: Temporal throttled a read; retry this soon, not in ten seconds.
+	retryBusy time.Duration
 	// connKey identifies the Temporal connection, for the idle cache.
 	connKey string
 	// reused: the Temporal state came from the idle cache.
@@ -105,7 +105,9 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 		return o, nil
 	}
 	if err := r.observeTemporal(ctx, o); err != nil {
-		o.busy = errors.Is(err, temporal.ErrBusy)
+		if errors.Is(err, temporal.ErrBusy) {
+			o.retryBusy = temporal.RetryAfter(err)
+		}
 		o.input.Temporal = nil
 		o.input.TemporalError = &planner.Problem{
 			Reason: v1alpha1.ReasonTemporalStateFetchFailed,

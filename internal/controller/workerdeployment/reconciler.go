@@ -143,10 +143,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if o.busy {
+	if o.retryBusy > 0 {
 		// A throttled read is no outage: keep the status as it is and
-		// look again in a second.
-		return reconcile.Result{RequeueAfter: retryConflict}, nil
+		// look again shortly.
+		return reconcile.Result{RequeueAfter: o.retryBusy}, nil
 	}
 	res := planner.Plan(o.input)
 	out := r.act(ctx, o, res, now)
