@@ -45,6 +45,8 @@ const (
 	// reconcileTimeout bounds one pass, Temporal calls included.
 	reconcileTimeout = 30 * time.Second
 	defaultWorkers   = 8
+	// minRequeue: a deadline already passed is looked at right away.
+	minRequeue = 10 * time.Millisecond
 )
 
 // Reconciler reconciles TemporalWorkerDeployments.
@@ -181,7 +183,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	observeRollout(&twd, before, res, now)
-	return reconcile.Result{RequeueAfter: requeue}, nil
+	return reconcile.Result{RequeueAfter: sinceStart(requeue, r.Clock.Since(now))}, nil
+}
+
+// sinceStart turns a delay the plan counted from the start of the pass
+// into one counted from now: a Describe right after a routing change can
+// take a second, and a step's pause must not grow by it.
+func sinceStart(requeue, elapsed time.Duration) time.Duration {
+	return max(requeue-elapsed, minRequeue)
 }
 
 // writeStatus patches status if it changed.

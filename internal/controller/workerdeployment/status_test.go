@@ -71,3 +71,18 @@ func TestConditionTransitionTimeKeptWhileStatusHolds(t *testing.T) {
 		t.Fatalf("transition time moved or generation stale: %+v", after)
 	}
 }
+
+// TestSinceStart: the time a pass took comes off the plan's delay, so a
+// step's pause ends when the plan said, however slow Temporal answered.
+func TestSinceStart(t *testing.T) {
+	cases := []struct{ requeue, elapsed, want time.Duration }{
+		{4 * time.Second, time.Second, 3 * time.Second},
+		{time.Minute, 20 * time.Millisecond, time.Minute - 20*time.Millisecond},
+		{time.Second, 2 * time.Second, minRequeue},
+	}
+	for _, c := range cases {
+		if got := sinceStart(c.requeue, c.elapsed); got != c.want {
+			t.Errorf("sinceStart(%s, %s) = %s, want %s", c.requeue, c.elapsed, got, c.want)
+		}
+	}
+}
