@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -27,6 +28,9 @@ const (
 	// describeMaxAge: an idle TWD is still described this often, for what
 	// the list does not show (manager identity, a version's own status).
 	describeMaxAge = 10 * time.Minute
+	// listRetry: after a failed list the idle TWDs describe instead for
+	// this long, rather than every reconcile listing again.
+	listRetry = 10 * time.Second
 )
 
 // idleCache remembers the last Temporal state of TWDs whose rollout was
@@ -35,6 +39,9 @@ type idleCache struct {
 	mu    sync.Mutex
 	twds  map[types.NamespacedName]idleEntry
 	lists map[string]listEntry
+	// listing shares one list call among the reconciles that find the
+	// list stale at once; Temporal rate limits lists (visibility) tightly.
+	listing singleflight.Group
 }
 
 type idleEntry struct {
@@ -51,6 +58,10 @@ type idleEntry struct {
 type listEntry struct {
 	at        time.Time
 	summaries map[string]temporal.DeploymentSummary
+	// err, until retryAt, is the last list's failure: callers describe
+	// instead, and nobody lists again before then.
+	err     error
+	retryAt time.Time
 }
 
 // reuse returns the remembered state of an idle TWD if neither Kubernetes
@@ -63,7 +74,7 @@ func (c *idleCache) reuse(ctx context.Context, o *observation, connKey string, n
 		now.Sub(e.describedAt) > describeMaxAge || !e.hasSummary {
 		return nil, nil, false
 	}
-	summaries, err := c.list(ctx, o.api, connKey, now)
+	summaries, err := c.list(ctx, o.api.ListDeployments, connKey, now)
 	if err != nil {
 		return nil, nil, false
 	}
@@ -74,26 +85,53 @@ func (c *idleCache) reuse(ctx context.Context, o *observation, connKey string, n
 	return copyState(e.state), e.token, true
 }
 
+// listFunc lists a connection's worker deployments (temporal.API.ListDeployments).
+type listFunc func(context.Context) (map[string]temporal.DeploymentSummary, error)
+
 // list returns the connection's worker deployments, listing at most once
 // per listMaxAge.
-func (c *idleCache) list(ctx context.Context, api *temporal.API, connKey string, now time.Time) (map[string]temporal.DeploymentSummary, error) {
-	c.mu.Lock()
-	l, ok := c.lists[connKey]
-	c.mu.Unlock()
-	if ok && now.Sub(l.at) < listMaxAge {
-		return l.summaries, nil
+func (c *idleCache) list(ctx context.Context, fetch listFunc, connKey string, now time.Time) (map[string]temporal.DeploymentSummary, error) {
+	if l, ok := c.freshList(connKey, now); ok {
+		return l.summaries, l.err
 	}
-	summaries, err := api.ListDeployments(ctx)
+	v, err, _ := c.listing.Do(connKey, func() (any, error) {
+		if l, ok := c.freshList(connKey, now); ok {
+			return l, nil // listed by the call that just finished
+		}
+		summaries, err := fetch(ctx)
+		l := listEntry{at: now, summaries: summaries}
+		if err != nil {
+			l = listEntry{err: err, retryAt: now.Add(max(temporal.RetryAfter(err), listRetry))}
+		}
+		c.mu.Lock()
+		if c.lists == nil {
+			c.lists = map[string]listEntry{}
+		}
+		c.lists[connKey] = l
+		c.mu.Unlock()
+		return l, nil
+	})
 	if err != nil {
 		return nil, err
 	}
+	l := v.(listEntry)
+	return l.summaries, l.err
+}
+
+// freshList is the connection's list if it may still be used: younger
+// than listMaxAge, or a failure not yet due for a retry.
+func (c *idleCache) freshList(connKey string, now time.Time) (listEntry, bool) {
 	c.mu.Lock()
-	if c.lists == nil {
-		c.lists = map[string]listEntry{}
+	defer c.mu.Unlock()
+	l, ok := c.lists[connKey]
+	switch {
+	case !ok:
+		return l, false
+	case l.err != nil:
+		return l, now.Before(l.retryAt)
+	default:
+		return l, now.Sub(l.at) < listMaxAge
 	}
-	c.lists[connKey] = listEntry{at: now, summaries: summaries}
-	c.mu.Unlock()
-	return summaries, nil
 }
 
 // remember stores a freshly described state if the plan left nothing to do
@@ -114,7 +152,7 @@ func (c *idleCache) remember(ctx context.Context, o *observation, connKey string
 	}
 	// The summary to compare with later is read after the describe, so a
 	// change between the two is seen as a change, never missed.
-	if summaries, err := c.list(ctx, o.api, connKey, now); err == nil {
+	if summaries, err := c.list(ctx, o.api.ListDeployments, connKey, now); err == nil {
 		e.summary, e.hasSummary = summaries[o.deploymentName]
 	}
 	c.mu.Lock()

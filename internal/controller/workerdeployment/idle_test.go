@@ -1,6 +1,10 @@
 package workerdeployment
 
 import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,5 +67,58 @@ func TestSameRoutingSeesEveryChange(t *testing.T) {
 		if sameRouting(base, s) {
 			t.Errorf("a change of %s went unnoticed", name)
 		}
+	}
+}
+
+// TestListIsSharedAndBacksOff: reconciles that find the list stale at the
+// same moment share one call, a fresh list serves everyone, and after a
+// failure nobody lists again until the retry time (lists are rate limited
+// tightly by Temporal, and a storm of retries keeps them failing).
+func TestListIsSharedAndBacksOff(t *testing.T) {
+	var c idleCache
+	var calls atomic.Int32
+	release := make(chan struct{})
+	fail := false
+	fetch := func(context.Context) (map[string]temporal.DeploymentSummary, error) {
+		calls.Add(1)
+		<-release
+		if fail {
+			return nil, errors.New("throttled")
+		}
+		return map[string]temporal.DeploymentSummary{"ns/w": {Name: "ns/w"}}, nil
+	}
+	ctx := context.Background()
+
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if got, err := c.list(ctx, fetch, "conn", t0); err != nil || len(got) != 1 {
+				t.Errorf("list = %v, %v", got, err)
+			}
+		}()
+	}
+	time.Sleep(50 * time.Millisecond) // let them all find the list stale
+	close(release)
+	wg.Wait()
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("8 concurrent reconciles listed %d times, want once", n)
+	}
+	if _, err := c.list(ctx, fetch, "conn", t0.Add(listMaxAge-time.Second)); err != nil || calls.Load() != 1 {
+		t.Fatalf("a fresh list was fetched again (%d calls, %v)", calls.Load(), err)
+	}
+
+	fail = true
+	stale := t0.Add(listMaxAge + time.Second)
+	if _, err := c.list(ctx, fetch, "conn", stale); err == nil {
+		t.Fatal("a failed list reported no error")
+	}
+	if _, err := c.list(ctx, fetch, "conn", stale.Add(listRetry-time.Second)); err == nil || calls.Load() != 2 {
+		t.Fatalf("listed again before the retry time: %d calls, %v", calls.Load(), err)
+	}
+	fail = false
+	if got, err := c.list(ctx, fetch, "conn", stale.Add(listRetry+time.Second)); err != nil || len(got) != 1 || calls.Load() != 3 {
+		t.Fatalf("after the retry time: %v, %v, %d calls", got, err, calls.Load())
 	}
 }
