@@ -34,6 +34,7 @@ func TestMissingConnectionThenBadSecret(t *testing.T) {
 	if d := r.deployment(r.buildID()); d != nil {
 		t.Fatalf("a Deployment was created without a connection: %s", d.Name)
 	}
+	r.waitEvent(time.Minute, v1alpha1.ReasonTemporalConnectionNotFound)
 
 	conn := &v1alpha1.TemporalConnection{
 		ObjectMeta: metav1.ObjectMeta{Name: "temporal", Namespace: r.Namespace},
@@ -49,6 +50,7 @@ func TestMissingConnectionThenBadSecret(t *testing.T) {
 	if c := findCondition(got, v1alpha1.ConditionReady); !strings.Contains(c.Message, "temporal-api-key") {
 		t.Fatalf("AuthSecretInvalid does not name the Secret: %q", c.Message)
 	}
+	r.waitEvent(time.Minute, v1alpha1.ReasonAuthSecretInvalid)
 
 	// The dev server is plaintext: drop the API key to fix the connection.
 	for {

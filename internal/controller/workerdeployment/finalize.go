@@ -106,6 +106,7 @@ func (r *Reconciler) cleanup(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 		if _, err := api.RemoveRamp(ctx, name, token); err != nil {
 			return blocked(v1alpha1.ReasonPlanExecutionFailed, "removing the ramp of worker deployment %s: %v", name, err)
 		}
+		r.event(twd, corev1.EventTypeNormal, v1alpha1.ReasonDeleting, "removed the ramp of version %s of worker deployment %s", state.RampingBuildID, name)
 		return waiting("removed the ramp of worker deployment %s", name)
 	}
 	if state.CurrentBuildID != "" {
@@ -175,9 +176,13 @@ func (r *Reconciler) deleteAllDeployments(ctx context.Context, twd *v1alpha1.Tem
 		return err
 	}
 	for _, d := range deps {
+		if !d.DeletionTimestamp.IsZero() {
+			continue
+		}
 		if err := r.Client.Delete(ctx, d, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete Deployment %s: %w", d.Name, err)
 		}
+		r.event(twd, corev1.EventTypeNormal, v1alpha1.ReasonDeleting, "deleted Deployment %s: its TemporalWorkerDeployment is being deleted", d.Name)
 	}
 	return nil
 }

@@ -213,6 +213,11 @@ func (r *Reconciler) writeStatus(ctx context.Context, twd *v1alpha1.TemporalWork
 func (r *Reconciler) recordEvents(o *observation, res planner.Result, out outcome) {
 	old := meta.FindStatusCondition(o.twd.Status.Conditions, v1alpha1.ConditionReady)
 	changed := old == nil || old.Reason != res.Ready.Reason || old.Message != res.Ready.Message
+	if changed && isBlocked(res) && !hasWarning(res, res.Progressing.Reason) {
+		// A problem the plan only reports (a missing connection, Temporal
+		// unreachable) gets a Warning too, once, when it starts or changes.
+		r.event(o.twd, corev1.EventTypeWarning, res.Progressing.Reason, "%s", res.Progressing.Message)
+	}
 	for _, e := range res.Events {
 		if e.Type == planner.EventWarning && !changed {
 			continue
@@ -225,6 +230,20 @@ func (r *Reconciler) recordEvents(o *observation, res planner.Result, out outcom
 		}
 		r.event(o.twd, e.Type, e.Reason, "%s", e.Message)
 	}
+}
+
+// isBlocked: the rollout cannot go on until something outside changes.
+func isBlocked(res planner.Result) bool {
+	return res.Progressing.Status == metav1.ConditionFalse && res.Progressing.Reason != v1alpha1.ReasonRolloutComplete
+}
+
+func hasWarning(res planner.Result, reason string) bool {
+	for _, e := range res.Events {
+		if e.Type == planner.EventWarning && e.Reason == reason {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *Reconciler) event(obj runtime.Object, typ, reason, format string, args ...any) {
