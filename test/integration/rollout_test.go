@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,11 @@ func TestAllAtOnceKeepsPinnedWorkflowsOnTheirVersion(t *testing.T) {
 		t.Fatalf("kubectl wait for v2: %v\n%s\nstatus: %s", err, out, describe(r.get()))
 	}
 	r.waitCurrent(time.Minute, v2)
+	// The printer columns show what people look for first.
+	out, err = r.kubectl(time.Minute, "get", "twd", r.Name, "-n", r.Namespace, "--no-headers")
+	if fields := strings.Fields(out); err != nil || len(fields) < 4 || fields[1] != v2 || fields[2] != v2 || !slices.Contains(fields, v1alpha1.ReasonRolloutComplete) {
+		t.Fatalf("kubectl get twd = %q (%v), want NAME, CURRENT %s, TARGET %s, no ramp, READY RolloutComplete, AGE", out, err, v2, v2)
+	}
 	if got := r.hello(); !strings.Contains(got, v2) {
 		t.Fatalf("after the rollout Hello ran on %q, want build %s", got, v2)
 	}
