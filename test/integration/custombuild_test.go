@@ -103,23 +103,16 @@ func TestCustomBuildIDRollsInPlace(t *testing.T) {
 
 // podImages lists the first container image of each running pod of build.
 func (r *rollout) podImages(build string) []string {
-	r.Helper()
-	var pods corev1.PodList
-	if err := r.Env.Kube.List(context.Background(), &pods, crclient.InNamespace(r.Namespace),
-		crclient.MatchingLabels{workload.LabelBuildID: build}); err != nil {
-		r.Fatal(err)
-	}
-	var out []string
-	for _, p := range pods.Items {
-		if p.DeletionTimestamp == nil {
-			out = append(out, p.Spec.Containers[0].Image)
-		}
-	}
-	return out
+	return r.livePods(build, func(p corev1.Pod) string { return p.Spec.Containers[0].Image })
 }
 
 // podNames lists the pods of build that are not being deleted.
 func (r *rollout) podNames(build string) []string {
+	return r.livePods(build, func(p corev1.Pod) string { return p.Name })
+}
+
+// livePods maps each pod of build that is not being deleted.
+func (r *rollout) livePods(build string, f func(corev1.Pod) string) []string {
 	r.Helper()
 	var pods corev1.PodList
 	if err := r.Env.Kube.List(context.Background(), &pods, crclient.InNamespace(r.Namespace),
@@ -129,7 +122,7 @@ func (r *rollout) podNames(build string) []string {
 	var out []string
 	for _, p := range pods.Items {
 		if p.DeletionTimestamp == nil {
-			out = append(out, p.Name)
+			out = append(out, f(p))
 		}
 	}
 	return out

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
@@ -272,4 +273,37 @@ func gateInput(t testing.TB, fail bool, msg string) *apiextensionsv1.JSON {
 		t.Fatal(err)
 	}
 	return &apiextensionsv1.JSON{Raw: raw}
+}
+
+// TestAutoscalerOwnsReplicas: without spec.replicas the controller starts
+// a version at one replica and then leaves its replica count to whoever
+// scales it (an HPA, here a person with kubectl scale).
+func TestAutoscalerOwnsReplicas(t *testing.T) {
+	r := newRollout(env.NewTest(t), "autoscaled")
+	twd := r.spec("v1")
+	twd.Spec.Replicas = nil
+	r.create(twd)
+	v1 := r.buildID()
+	r.waitCurrent(2*time.Minute, v1)
+	d := r.deployment(v1)
+	if got := ptr.Deref(d.Spec.Replicas, 0); got != 1 {
+		t.Fatalf("the first version started with %d replicas, want 1", got)
+	}
+	if out, err := r.kubectl(time.Minute, "scale", "deployment", d.Name, "-n", r.Namespace, "--replicas=2"); err != nil {
+		t.Fatalf("kubectl scale: %v\n%s", err, out)
+	}
+	r.Eventually(time.Minute, "two pods of "+v1, func() (bool, string) {
+		d := r.deployment(v1)
+		return d.Status.ReadyReplicas == 2, deploymentState(d)
+	})
+	// Nudge a reconcile: the spec change must not touch v1's replicas.
+	r.update(func(t *v1alpha1.TemporalWorkerDeployment) {
+		t.Spec.Sunset.ScaledownDelay = &metav1.Duration{Duration: time.Hour}
+	})
+	r.waitCurrent(time.Minute, v1)
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		if got := ptr.Deref(r.deployment(v1).Spec.Replicas, 0); got != 2 {
+			t.Fatalf("the controller changed the autoscaled replicas from 2 to %d", got)
+		}
+	}
 }
