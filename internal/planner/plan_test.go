@@ -74,7 +74,7 @@ func TestTarget(t *testing.T) {
 				tv.TaskQueuesReady = false
 				setVersion(in, tv)
 			}),
-			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPollers, Progressing: condTrue, Requeue: time.Second,
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPollers, Progressing: condTrue, Requeue: 200 * time.Millisecond,
 				Message: "register all their task queues"},
 		},
 		"registered but nobody polls: no routing": {

@@ -6,6 +6,9 @@ const (
 	// requeueTemporal: waiting on something only Temporal shows (pollers,
 	// a routing write, a gate run). Nothing notifies us, so poll fast.
 	requeueTemporal = time.Second
+	// requeueTaskQueues: a registered version's other task queue types
+	// follow its first within a few hundred milliseconds.
+	requeueTaskQueues = 200 * time.Millisecond
 	// requeueWatch: waiting on a Deployment; its watch wakes us sooner.
 	requeueWatch = 30 * time.Second
 	// requeuePerson: waiting on a person acting in Temporal (promoting a

@@ -220,17 +220,19 @@ func waitForWorkers(v *view, p *plan, dep Deployment) (progress, bool) {
 	}
 	tv, ok := v.tvs[v.target]
 	var msg string
+	wait := requeueTemporal
 	switch {
 	case !ok:
 		msg = fmt.Sprintf("waiting for the workers of version %s to poll worker deployment %s in Temporal", v.target, v.deploymentName())
 	case !tv.TaskQueuesReady:
 		msg = fmt.Sprintf("waiting for the workers of version %s to register all their task queues with Temporal", v.target)
+		wait = requeueTaskQueues
 	case !tv.HasPollers:
 		msg = fmt.Sprintf("version %s is registered but no worker polls it", v.target)
 	default:
 		return progress{}, false
 	}
-	p.after(requeueTemporal)
+	p.after(wait)
 	return movingBecause(v1alpha1.ReasonWaitingForPollers, msg), true
 }
 
