@@ -95,9 +95,12 @@ func TestCustomBuildIDRollsInPlace(t *testing.T) {
 	}
 
 	r.update(func(t *v1alpha1.TemporalWorkerDeployment) { t.Spec.WorkerOptions.CustomBuildID = "wf-2" })
-	r.waitCurrent(2*time.Minute, "wf-2")
+	got = r.waitCurrent(2*time.Minute, "wf-2")
 	if r.deployment("wf-1") == nil {
 		t.Fatal("the old version's Deployment vanished right after the new version became current")
+	}
+	if st := versionStatus(got, "wf-1"); st != v1alpha1.VersionDraining && st != v1alpha1.VersionDrained {
+		t.Fatalf("the old version wf-1 is %q after wf-2 became current, want Draining or Drained: %s", st, describe(got))
 	}
 }
 
