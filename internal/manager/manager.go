@@ -11,10 +11,15 @@ import (
 
 	"github.com/go-logr/logr"
 	temporallog "go.temporal.io/sdk/log"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
@@ -25,6 +30,7 @@ import (
 	connectioncontroller "github.com/rainbow-deploy/rainbow/internal/controller/connection"
 	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
+	"github.com/rainbow-deploy/rainbow/internal/workload"
 )
 
 const (
@@ -85,6 +91,10 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = log.Log
 	}
+	cacheOpts, err := cacheOptions()
+	if err != nil {
+		return nil, err
+	}
 	mgr, err := ctrlmanager.New(cfg, ctrlmanager.Options{
 		Scheme:                  scheme,
 		Logger:                  opts.Logger,
@@ -96,6 +106,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		// Start returns only once reconciling stopped, so the next leader
 		// may take over at once.
 		LeaderElectionReleaseOnCancel: true,
+		Cache:                         cacheOpts,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
@@ -132,4 +143,17 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 func (m *Manager) Start(ctx context.Context) error {
 	defer m.Pool.Close()
 	return m.Manager.Start(ctx)
+}
+
+// cacheOptions keeps only the controller's own Deployments in memory: a
+// cluster's other Deployments never concern it. They carry the worker
+// label, which is also how the controller lists them.
+func cacheOptions() (cache.Options, error) {
+	owned, err := labels.NewRequirement(workload.LabelWorker, selection.Exists, nil)
+	if err != nil {
+		return cache.Options{}, err
+	}
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&appsv1.Deployment{}: {Label: labels.NewSelector().Add(*owned)},
+	}}, nil
 }
