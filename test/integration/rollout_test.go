@@ -62,14 +62,7 @@ func TestAllAtOnceKeepsPinnedWorkflowsOnTheirVersion(t *testing.T) {
 
 	// The pinned workflow keeps v1 draining, so v1 keeps its workers well
 	// past the scaledown delay.
-	deadline := time.Now().Add(8 * time.Second)
-	for time.Now().Before(deadline) {
-		d := r.deployment(v1)
-		if d == nil || ptr.Deref(d.Spec.Replicas, 1) == 0 {
-			t.Fatalf("version %s lost its workers while a pinned workflow runs on it: %s; status: %s", v1, deploymentState(d), describe(r.get()))
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	r.holdsWorkers(8*time.Second, v1)
 	twd := r.get()
 	if st := versionStatus(twd, v1); st != v1alpha1.VersionDraining {
 		t.Fatalf("version %s is %q, want Draining while a pinned workflow runs: %s", v1, st, describe(twd))

@@ -303,7 +303,7 @@ func (r *rollout) holdsWorkers(d time.Duration, build string) {
 	r.Helper()
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
 		if dep := r.deployment(build); dep == nil || dep.DeletionTimestamp != nil || ptr.Deref(dep.Spec.Replicas, 1) == 0 {
-			r.Fatalf("version %s lost its workers: %s", build, deploymentState(dep))
+			r.Fatalf("version %s lost its workers: %s; status: %s", build, deploymentState(dep), describe(r.get()))
 		}
 	}
 }
