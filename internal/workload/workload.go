@@ -70,22 +70,27 @@ type Identity struct {
 	BuildID           string
 }
 
-// DeploymentName is the Deployment name of a version: "<twd>-<build ID>",
-// shortened with a hash when longer than 47 characters.
+// DeploymentName is the Deployment name of a version: "<twd>-<build ID>"
+// when that is already a valid name of at most 47 characters. Otherwise it
+// is lowercased, other characters become "-", it is cut to fit, and 10 hex
+// digits of a hash of the exact TWD name and build ID are appended: build
+// IDs such as "v1.0" and "v1-0", or "V1" and "v1", are distinct versions
+// and need distinct Deployments. Names that need no change are kept as
+// they always were, so an upgrade renames no Deployment.
 func DeploymentName(twdName, buildID string) string {
-	name := strings.ToLower(twdName + "-" + buildID)
-	name = strings.Map(func(r rune) rune {
+	joined := twdName + "-" + buildID
+	name := strings.Map(func(r rune) rune {
 		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '-' {
 			return r
 		}
 		return '-'
-	}, name)
-	if len(name) <= maxDeploymentName {
+	}, strings.ToLower(joined))
+	if name == joined && len(name) <= maxDeploymentName {
 		return strings.Trim(name, "-")
 	}
 	sum := sha256.Sum256([]byte(twdName + "/" + buildID))
 	suffix := hex.EncodeToString(sum[:])[:10]
-	return strings.Trim(name[:maxDeploymentName-len(suffix)-1], "-") + "-" + suffix
+	return strings.Trim(name[:min(len(name), maxDeploymentName-len(suffix)-1)], "-") + "-" + suffix
 }
 
 // WorkerLabel is the LabelWorker value for a TWD name.

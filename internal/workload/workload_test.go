@@ -124,9 +124,14 @@ func TestApplyConnectionIsIdempotentAndReplaces(t *testing.T) {
 func TestDeploymentName(t *testing.T) {
 	long := strings.Repeat("a", 60)
 	cases := map[string]struct{ twd, build, want string }{
+		// Names that need no sanitising are pinned: existing Deployments
+		// keep their names across an upgrade.
 		"short":          {"orders", "v1-abc", "orders-v1-abc"},
-		"mixed case":     {"orders", "V1.2_x", "orders-v1-2-x"},
-		"hashed if long": {long, "v1-0123456789abcdef", ""},
+		"generated-like": {"orders", "v1-0123456789abcdef", "orders-v1-0123456789abcdef"},
+		"long, pinned":   {long, "v1-0123456789abcdef", strings.Repeat("a", 36) + "-34f0cf8cba"},
+		// Sanitised names carry a hash of the exact build ID.
+		"mixed case":     {"orders", "V1.2_x", ""},
+		"hashed if long": {long, "V1.0-0123456789abcdef", ""},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -141,6 +146,32 @@ func TestDeploymentName(t *testing.T) {
 	}
 	if DeploymentName(long, "v1") == DeploymentName(long, "v2") {
 		t.Error("long names of different builds collide")
+	}
+}
+
+// TestDeploymentNamesDoNotCollide: build IDs that differ only in what
+// sanitising replaces (case, ".", "_") get distinct Deployment names,
+// otherwise the second version's Deployment could never be created.
+func TestDeploymentNamesDoNotCollide(t *testing.T) {
+	groups := [][]string{
+		{"v1.0", "v1-0", "v1_0", "V1.0", "V1-0"},
+		{"V1", "v1"},
+		{"release.2024.1", "release-2024-1", "release_2024.1"},
+	}
+	for _, twdName := range []string{"orders", "orders.eu", strings.Repeat("w", 50)} {
+		for _, builds := range groups {
+			seen := map[string]string{}
+			for _, b := range builds {
+				name := DeploymentName(twdName, b)
+				if other, ok := seen[name]; ok {
+					t.Errorf("TWD %s: build IDs %q and %q both map to Deployment %s", twdName, other, b, name)
+				}
+				seen[name] = b
+				if len(name) > 47 || len(validation.IsDNS1123Label(name)) > 0 {
+					t.Errorf("invalid name %q (len %d)", name, len(name))
+				}
+			}
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -103,14 +104,42 @@ func (r *Reconciler) createDeployment(ctx context.Context, o *observation, c *pl
 	d := workload.NewDeployment(o.twd, identity(o, c.BuildID), o.conn.Workers, ptr.To(c.Replicas))
 	err := r.Client.Create(ctx, d)
 	if apierrors.IsAlreadyExists(err) {
-		// Same name, not ours (ownedDeployments did not list it): say so
-		// rather than adopt someone else's Deployment.
-		return fmt.Errorf("Deployment %s already exists and is not owned by this TemporalWorkerDeployment: rename or delete it", d.Name)
+		return nameTaken(ctx, r.Client, o.twd, d.Name, c.BuildID)
 	}
 	if err != nil {
 		return fmt.Errorf("create Deployment %s: %w", d.Name, err)
 	}
 	return nil
+}
+
+// nameTaken explains a create that failed because the name is taken.
+// ownedDeployments did not list that Deployment for this build ID, so the
+// controller does not adopt it: it may hold someone else's pods.
+func nameTaken(ctx context.Context, c client.Reader, twd *v1alpha1.TemporalWorkerDeployment, name, build string) error {
+	var existing appsv1.Deployment
+	err := c.Get(ctx, client.ObjectKey{Namespace: twd.Namespace, Name: name}, &existing)
+	ref := metav1.GetControllerOf(&existing)
+	if err == nil && ref != nil && ref.UID == twd.UID {
+		if existing.Labels[workload.LabelBuildID] == build {
+			return nil // our own create, not yet in the cache we observed
+		}
+		// Only an older controller, whose names could collide, made this.
+		return fmt.Errorf("cannot create the Deployment of version %s: Deployment %s already exists for version %s of this TemporalWorkerDeployment "+
+			"(controllers before this release gave both build IDs the same Deployment name); version %s can be created once version %s is retired, "+
+			"or use a build ID that differs from %s in more than case, \".\" and \"_\"",
+			build, name, existing.Labels[workload.LabelBuildID], build, existing.Labels[workload.LabelBuildID], existing.Labels[workload.LabelBuildID])
+	}
+	owner := "it has no controlling owner"
+	switch {
+	case err != nil:
+		// The cache holds only Deployments with the worker label.
+		owner = fmt.Sprintf("it does not carry the label %s=%s", workload.LabelWorker, workload.WorkerLabel(twd.Name))
+	case ref != nil:
+		owner = fmt.Sprintf("it is controlled by %s %s", ref.Kind, ref.Name)
+	}
+	return fmt.Errorf("cannot create the Deployment of version %s: a Deployment named %s already exists in namespace %s that this TemporalWorkerDeployment does not own (%s); "+
+		"the controller never takes over another object's Deployment: delete or rename that Deployment, or rename this TemporalWorkerDeployment",
+		build, name, twd.Namespace, owner)
 }
 
 // updateTemplate brings a version's Deployment to the spec's template in
