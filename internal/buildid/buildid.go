@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"reflect"
 	"regexp"
 	"strings"
 
@@ -37,7 +38,8 @@ func TemplateHash(tpl *corev1.PodTemplateSpec) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// canonicalJSON encodes v with sorted keys and without null, empty-object
+// canonicalJSON encodes a pod template with sorted keys, without the values
+// the CRD schema defaults (schemaDefaults) and without null, empty-object
 // and empty-array values. Dropping empties keeps the hash stable when a
 // Kubernetes library upgrade changes how unset fields are encoded
 // (omitempty versus omitzero, new optional fields).
@@ -51,12 +53,98 @@ func canonicalJSON(v any) []byte {
 	if err := json.Unmarshal(data, &generic); err != nil {
 		panic("buildid: decode: " + err.Error())
 	}
+	for _, d := range schemaDefaults {
+		dropDefault(generic, d.path, d.value)
+	}
 	// encoding/json sorts map keys, so equal values give equal bytes.
 	out, err := json.Marshal(prune(generic))
 	if err != nil {
 		panic("buildid: encode: " + err.Error())
 	}
 	return out
+}
+
+// schemaDefault is a value the CRD schema defaults inside spec.template, at
+// a path of field names where "[]" marks each item of a list.
+type schemaDefault struct {
+	path  []string
+	value any
+}
+
+// schemaDefaults lists every `default:` of the CRD schema under
+// spec.template (config/crd/bases). The API server writes these into the
+// stored object, so the hash leaves them out where they equal the
+// default: the build ID then depends on what the user wrote, not on the
+// defaults of the CRD that happens to be installed.
+// TestSchemaDefaultsDoNotCount fails when the CRD gains a default missing
+// here. Never remove an entry: objects stored under an older CRD keep the
+// value.
+var schemaDefaults = func() []schemaDefault {
+	container := map[string]any{
+		"env[].valueFrom.configMapKeyRef.name": "",
+		"env[].valueFrom.secretKeyRef.name":    "",
+		"env[].valueFrom.fileKeyRef.optional":  false,
+		"envFrom[].configMapRef.name":          "",
+		"envFrom[].secretRef.name":             "",
+		"ports[].protocol":                     "TCP",
+		"livenessProbe.grpc.service":           "",
+		"readinessProbe.grpc.service":          "",
+		"startupProbe.grpc.service":            "",
+	}
+	pod := map[string]any{
+		"spec.imagePullSecrets[].name":                      "",
+		"spec.volumes[].azureDisk.fsType":                   "ext4",
+		"spec.volumes[].azureDisk.readOnly":                 false,
+		"spec.volumes[].cephfs.secretRef.name":              "",
+		"spec.volumes[].cinder.secretRef.name":              "",
+		"spec.volumes[].configMap.name":                     "",
+		"spec.volumes[].csi.nodePublishSecretRef.name":      "",
+		"spec.volumes[].flexVolume.secretRef.name":          "",
+		"spec.volumes[].iscsi.iscsiInterface":               "default",
+		"spec.volumes[].iscsi.secretRef.name":               "",
+		"spec.volumes[].projected.sources[].configMap.name": "",
+		"spec.volumes[].projected.sources[].secret.name":    "",
+		"spec.volumes[].rbd.keyring":                        "/etc/ceph/keyring",
+		"spec.volumes[].rbd.pool":                           "rbd",
+		"spec.volumes[].rbd.secretRef.name":                 "",
+		"spec.volumes[].rbd.user":                           "admin",
+		"spec.volumes[].scaleIO.fsType":                     "xfs",
+		"spec.volumes[].scaleIO.secretRef.name":             "",
+		"spec.volumes[].scaleIO.storageMode":                "ThinProvisioned",
+		"spec.volumes[].storageos.secretRef.name":           "",
+	}
+	for _, list := range []string{"containers", "initContainers", "ephemeralContainers"} {
+		for path, value := range container {
+			pod["spec."+list+"[]."+path] = value
+		}
+	}
+	out := make([]schemaDefault, 0, len(pod))
+	for path, value := range pod {
+		out = append(out, schemaDefault{strings.Split(path, "."), value})
+	}
+	return out
+}()
+
+// dropDefault deletes the field at path wherever it holds value.
+func dropDefault(v any, path []string, value any) {
+	m, ok := v.(map[string]any)
+	if !ok || len(path) == 0 {
+		return
+	}
+	key, list := strings.CutSuffix(path[0], "[]")
+	child, ok := m[key]
+	switch {
+	case !ok:
+	case list:
+		items, _ := child.([]any)
+		for _, item := range items {
+			dropDefault(item, path[1:], value)
+		}
+	case len(path) > 1:
+		dropDefault(child, path[1:], value)
+	case reflect.DeepEqual(child, value):
+		delete(m, key)
+	}
 }
 
 func prune(v any) any {

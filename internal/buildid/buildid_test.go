@@ -1,12 +1,19 @@
 package buildid
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 )
@@ -136,5 +143,110 @@ func TestEncodingOfUnsetFields(t *testing.T) {
 	b := map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "w"}}, "volumes": []any{}}}
 	if string(canonicalJSON(a)) != string(canonicalJSON(b)) {
 		t.Fatalf("canonical forms differ:\n%s\n%s", canonicalJSON(a), canonicalJSON(b))
+	}
+}
+
+// TestSchemaDefaultsDoNotCount reads the generated CRD and checks, for
+// every `default:` under spec.template, that the hash ignores the value:
+// the API server writes it into every stored object, so otherwise a CRD
+// regenerated with other defaults would give every worker a new build ID.
+// A new default in the CRD fails here until schemaDefaults lists it.
+func TestSchemaDefaultsDoNotCount(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", "temporal.io_temporalworkerdeployments.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := yaml.Unmarshal(data, &crd); err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, v := range crd.Spec.Versions {
+		tpl := v.Schema.OpenAPIV3Schema.Properties["spec"].Properties["template"]
+		forEachDefault(t, nil, tpl, func(path []string, value any) {
+			found++
+			with, without := atPath(path, value), atPath(path, nil)
+			if a, b := canonicalJSON(with), canonicalJSON(without); string(a) != string(b) {
+				t.Errorf("spec.template.%s defaults to %v in the CRD and that changes the hash (%s vs %s): add it to schemaDefaults",
+					strings.Join(path, "."), value, a, b)
+			}
+		})
+	}
+	if found == 0 {
+		t.Fatal("no defaults found under spec.template: is the CRD path right?")
+	}
+	t.Logf("%d defaults under spec.template", found)
+}
+
+// forEachDefault walks a schema; "[]" marks a list item, "{}" a map value
+// (which schemaDefaults cannot express, so such a default fails the test).
+func forEachDefault(t *testing.T, path []string, s apiextensionsv1.JSONSchemaProps, f func([]string, any)) {
+	if s.Default != nil {
+		var value any
+		if err := json.Unmarshal(s.Default.Raw, &value); err != nil {
+			t.Fatal(err)
+		}
+		f(path, value)
+	}
+	for name, child := range s.Properties {
+		forEachDefault(t, append(slices.Clone(path), name), child, f)
+	}
+	last := func(suffix string) []string {
+		p := slices.Clone(path)
+		if len(p) == 0 {
+			return []string{suffix}
+		}
+		p[len(p)-1] += suffix
+		return p
+	}
+	if s.Items != nil && s.Items.Schema != nil {
+		forEachDefault(t, last("[]"), *s.Items.Schema, f)
+	}
+	if s.AdditionalProperties != nil && s.AdditionalProperties.Schema != nil {
+		forEachDefault(t, last("{}"), *s.AdditionalProperties.Schema, f)
+	}
+}
+
+// atPath builds a template holding value at path (nil: only the parents,
+// with a sibling field so they are not empty).
+func atPath(path []string, value any) any {
+	leaf := map[string]any{"sibling": "x"}
+	if value != nil {
+		leaf[path[len(path)-1]] = value
+	}
+	var v any = leaf
+	for i := len(path) - 2; i >= 0; i-- {
+		key, list := strings.CutSuffix(path[i], "[]")
+		if list {
+			v = []any{v}
+		}
+		v = map[string]any{key: v}
+	}
+	return v
+}
+
+// TestDefaultedTemplateKeepsItsBuildID: a template as the API server
+// stores it, with the schema's defaults filled in, has the build ID of the
+// template as written. (The integration test TestBuildIDIgnoresCRDDefaults
+// does the same through a real API server.)
+func TestDefaultedTemplateKeepsItsBuildID(t *testing.T) {
+	written := template("w:v1")
+	written.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 8080}}
+	written.Spec.Volumes = []corev1.Volume{{Name: "ceph", VolumeSource: corev1.VolumeSource{RBD: &corev1.RBDVolumeSource{
+		CephMonitors: []string{"m:6789"}, RBDImage: "img"}}}}
+	stored := written.DeepCopy()
+	stored.Spec.Containers[0].Ports[0].Protocol = corev1.ProtocolTCP
+	rbd := stored.Spec.Volumes[0].RBD
+	rbd.RBDPool, rbd.RadosUser, rbd.Keyring = "rbd", "admin", "/etc/ceph/keyring"
+	if got, want := Generate(stored), Generate(written); got != want {
+		t.Fatalf("build ID with the schema's defaults %s, as written %s", got, want)
+	}
+	if got, want := Generate(written), "v1-240f6afcc373d633"; got != want {
+		t.Errorf("Generate = %q, want %q (pinned)", got, want)
+	}
+	// A value other than the default still counts.
+	stored.Spec.Containers[0].Ports[0].Protocol = corev1.ProtocolUDP
+	if Generate(stored) == Generate(written) {
+		t.Error("protocol UDP hashed like the default TCP")
 	}
 }
