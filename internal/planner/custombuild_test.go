@@ -69,6 +69,25 @@ func TestCustomBuildID(t *testing.T) {
 			want: expect{Update: &UpdateDeployment{Name: "worker-v2", BuildID: "v2", HashOnly: true},
 				Ready: condTrue, Reason: v1alpha1.ReasonRolloutComplete, Progressing: condFalse, Requeue: time.Minute},
 		},
+		"Deployment with only the migrated tool's hash (temporal.io/pod-template-spec-hash): hash recorded, no restart": {
+			in: with(base(), currentV2, func(in *Input) {
+				in.Spec.GeneratedBuildID = "v7-generated"
+				d := running("v2")
+				d.MigratedHash = true
+				setDep(in, d)
+			}),
+			want: expect{Update: &UpdateDeployment{Name: "worker-v2", BuildID: "v2", HashOnly: true},
+				Ready: condTrue, Reason: v1alpha1.ReasonRolloutComplete, Progressing: condFalse, Requeue: time.Minute},
+		},
+		"Deployment with our hash and the migrated tool's: ours decides, a changed template is updated in place": {
+			in: with(base(), currentV2, changed, func(in *Input) {
+				d := running("v2")
+				d.TemplateHash, d.MigratedHash = "h1", true
+				setDep(in, d)
+			}),
+			want: expect{Update: updateV2, Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPollers, Progressing: condTrue,
+				Requeue: 30 * time.Second, Events: []string{EventUpdateInPlace}, Message: "in place"},
+		},
 		"Deployment without a recorded hash under a custom build ID: it may run another template, updated in place": {
 			in: with(base(), currentV2, func(in *Input) {
 				in.Spec.GeneratedBuildID = "v7-generated"

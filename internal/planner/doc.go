@@ -8,6 +8,10 @@
 //     take over), unless Temporal's version limit is reached and no version
 //     can be deleted to make room (TooManyVersions). Only the target follows
 //     spec.replicas; older versions keep theirs until sunset.
+//   - A target Deployment that runs another template than the spec is
+//     updated in place; one that records no hash of ours is not restarted
+//     for it when its build ID was generated from the template or it carries
+//     the migrated tool's temporal.io/pod-template-spec-hash: ours is recorded.
 //   - Without Temporal's state nothing is routed, scaled down or deleted.
 //   - Traffic goes only to a version whose Deployment is available and whose
 //     workers poll every task queue (WaitingForPollers until then).

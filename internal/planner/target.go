@@ -119,15 +119,17 @@ func rampWithoutWorkers(v *view, p *plan) (progress, bool) {
 // another pod template than the spec: a custom build ID kept across a
 // change that is not workflow code. A Deployment with no recorded hash gets
 // one without a restart when its build ID proves it runs the spec's
-// template; otherwise it may run any template and is updated. It reports
-// whether an update starts now.
+// template, or when it carries the hash of the tool users migrate from
+// (restarting every migrated worker would be the surprise); otherwise it
+// may run any template and is updated. It reports whether an update starts
+// now.
 func syncTargetTemplate(v *view, p *plan, dep Deployment) bool {
 	want := v.in.Spec.TemplateHash
 	why := "spec.template changed"
 	switch {
 	case want == "" || dep.TemplateHash == want:
 		return false
-	case dep.TemplateHash == "" && dep.BuildID == v.in.Spec.GeneratedBuildID:
+	case dep.TemplateHash == "" && (dep.BuildID == v.in.Spec.GeneratedBuildID || dep.MigratedHash):
 		p.res.UpdateDeployment = &UpdateDeployment{Name: dep.Name, BuildID: dep.BuildID, HashOnly: true}
 		return false
 	case dep.TemplateHash == "":

@@ -79,6 +79,10 @@ type Deployment struct {
 	// TemplateHash is the pod template hash it runs (an annotation); empty
 	// for a Deployment made before hashes were recorded.
 	TemplateHash string
+	// MigratedHash: it records the template hash of the tool users migrate
+	// from (temporal.io/pod-template-spec-hash), another algorithm than
+	// ours, so it was made from a known template but cannot be compared.
+	MigratedHash bool
 	// Rolling: a template change is still being rolled out (the Deployment
 	// controller has not seen the latest spec, or pods of an older
 	// template remain).

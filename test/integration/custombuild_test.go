@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -152,36 +153,78 @@ func (r *rollout) replicaSets(build string) []string {
 func TestDeploymentWithoutTemplateHashIsNotRestarted(t *testing.T) {
 	r := newRollout(env.NewTest(t), "legacy")
 	r.create(r.spec("v1"))
-	build := r.buildID()
+	r.hashRecordedWithoutRestart(r.buildID(), map[string]any{workload.AnnotationTemplateHash: nil})
+}
+
+// TestMigratedDeploymentIsNotRestarted: a Deployment that carries only the
+// template hash of the tool users migrate from (its own algorithm, which
+// cannot be compared) gets ours without a new ReplicaSet or a restarted
+// pod, even under a custom build ID, which proves nothing of its template.
+func TestMigratedDeploymentIsNotRestarted(t *testing.T) {
+	r := newRollout(env.NewTest(t), "migrated")
+	twd := r.spec("v1")
+	twd.Spec.WorkerOptions.CustomBuildID = "migrated-1"
+	r.create(twd)
+	d := r.hashRecordedWithoutRestart("migrated-1", map[string]any{
+		workload.AnnotationTemplateHash:         nil,
+		workload.AnnotationMigratedTemplateHash: "5f0c2a9e",
+	})
+	if got := d.Annotations[workload.AnnotationMigratedTemplateHash]; got != "5f0c2a9e" {
+		t.Errorf("the migrated annotation became %q", got)
+	}
+}
+
+// hashRecordedWithoutRestart waits for build to run, gives its Deployment
+// a pod template the controller would not build (as another tool's or an
+// older controller's may be), then sets annotations on the Deployment
+// (nil removes one) and checks that the controller records the template
+// hash again without touching the pod template, its ReplicaSets or pods.
+func (r *rollout) hashRecordedWithoutRestart(build string, annotations map[string]any) *appsv1.Deployment {
+	r.Helper()
 	r.waitCurrent(2*time.Minute, build)
-	r.Eventually(time.Minute, "one pod of "+build, func() (bool, string) {
-		pods := r.podNames(build)
-		return len(pods) == 1, fmt.Sprint(pods)
+	first := r.podNames(build)
+	mergePatch(r, r.deployment(build), map[string]any{"spec": map[string]any{"template": map[string]any{
+		"metadata": map[string]any{"annotations": map[string]any{"example.com/made-by": "another-tool"}}}}})
+	r.Eventually(2*time.Minute, "the changed pod template rolled out to one new pod", func() (bool, string) {
+		d, pods := r.deployment(build), r.podNames(build)
+		done := d.Status.ObservedGeneration == d.Generation && d.Status.Replicas == 1 && d.Status.UpdatedReplicas == 1 && d.Status.AvailableReplicas == 1
+		return done && len(pods) == 1 && !slices.Contains(first, pods[0]), fmt.Sprintf("%s, pods %v (before %v)", deploymentState(d), pods, first)
 	})
 	pods, sets, d := r.podNames(build), r.replicaSets(build), r.deployment(build)
 	hash := d.Annotations[workload.AnnotationTemplateHash]
 	if hash == "" {
-		t.Fatalf("Deployment %s records no template hash", d.Name)
+		r.Fatalf("Deployment %s records no template hash", d.Name)
 	}
 
-	patch := []byte(`{"metadata":{"annotations":{"` + workload.AnnotationTemplateHash + `":null}}}`)
-	if err := r.Env.Kube.Patch(context.Background(), d, crclient.RawPatch(types.MergePatchType, patch)); err != nil {
-		t.Fatal(err)
-	}
+	mergePatch(r, d, map[string]any{"metadata": map[string]any{"annotations": annotations}})
 	r.Eventually(time.Minute, "the template hash recorded again", func() (bool, string) {
 		got := r.deployment(build).Annotations[workload.AnnotationTemplateHash]
 		return got == hash, fmt.Sprintf("annotation %q, want %q", got, hash)
 	})
+	// Give a wrong in-place update the time to show.
+	time.Sleep(3 * time.Second)
 	after := r.deployment(build)
 	// (Its generation moves anyway: a Deployment's annotations count.)
 	if !equality.Semantic.DeepEqual(after.Spec.Template, d.Spec.Template) {
-		t.Errorf("the pod template changed:\nbefore: %+v\nafter:  %+v", d.Spec.Template, after.Spec.Template)
+		r.Errorf("the pod template changed:\nbefore: %+v\nafter:  %+v", d.Spec.Template, after.Spec.Template)
 	}
 	if got := r.replicaSets(build); !slices.Equal(got, sets) {
-		t.Errorf("ReplicaSets %v became %v: the pods were rolled", sets, got)
+		r.Errorf("ReplicaSets %v became %v: the pods were rolled", sets, got)
 	}
 	if got := r.podNames(build); !slices.Equal(got, pods) {
-		t.Errorf("pods %v became %v: the pods were restarted", pods, got)
+		r.Errorf("pods %v became %v: the pods were restarted", pods, got)
+	}
+	return after
+}
+
+func mergePatch(r *rollout, obj crclient.Object, patch map[string]any) {
+	r.Helper()
+	data, err := json.Marshal(patch)
+	if err != nil {
+		r.Fatal(err)
+	}
+	if err := r.Env.Kube.Patch(context.Background(), obj, crclient.RawPatch(types.MergePatchType, data)); err != nil {
+		r.Fatal(err)
 	}
 }
 
