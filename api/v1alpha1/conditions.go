@@ -41,8 +41,8 @@ const (
 )
 
 // Reasons of a TemporalConnection's Ready condition. A connection that
-// cannot be used reports ReasonAuthSecretInvalid or
-// ReasonTemporalClientCreationFailed.
+// cannot be used reports ReasonAuthSecretInvalid,
+// ReasonTemporalClientCreationFailed or ReasonUnsupportedServerVersion.
 const (
 	// ReasonReachable: the server answered a health check with the
 	// configured credentials.
@@ -50,4 +50,8 @@ const (
 	// ReasonDeletionBlocked: the connection is being deleted but
 	// TemporalWorkerDeployments still name it.
 	ReasonDeletionBlocked = "DeletionBlocked"
+	// ReasonUnsupportedServerVersion: the server is older than the
+	// controller supports. TemporalWorkerDeployments using the connection
+	// report it too, and change nothing in Temporal or in their workers.
+	ReasonUnsupportedServerVersion = "UnsupportedServerVersion"
 )

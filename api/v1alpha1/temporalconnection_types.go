@@ -52,11 +52,16 @@ type TemporalConnectionStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// Conditions: Ready tells whether the server answered a health check
-	// with the configured credentials, and why not.
+	// with the configured credentials and runs a supported version, and why
+	// not.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// ServerVersion is the version the Temporal server reported in the
+	// last check that reached it.
+	// +optional
+	ServerVersion string `json:"serverVersion,omitempty"`
 }
 
 // TemporalConnection is the address and credentials of a Temporal server,

@@ -178,7 +178,7 @@ type SunsetSpec struct {
 }
 
 // VersionStatus is where a version stands in Temporal.
-// +kubebuilder:validation:Enum=NotRegistered;Inactive;Ramping;Current;Draining;Drained
+// +kubebuilder:validation:Enum=NotRegistered;Inactive;Ramping;Current;Draining;Drained;Unknown
 type VersionStatus string
 
 const (
@@ -188,6 +188,9 @@ const (
 	VersionCurrent       VersionStatus = "Current"
 	VersionDraining      VersionStatus = "Draining"
 	VersionDrained       VersionStatus = "Drained"
+	// VersionUnknown: Temporal reports neither a status nor drainage for a
+	// registered version. It may have open workflows, so it keeps its workers.
+	VersionUnknown VersionStatus = "Unknown"
 )
 
 // WorkerVersion is the observed state of one version.

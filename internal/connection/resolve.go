@@ -27,10 +27,14 @@ type Resolved struct {
 	Workers workload.Connection
 }
 
-// Resolve reads the TemporalConnection name in namespace and its Secrets.
-// A problem that the user must fix (missing object or Secret, bad
-// credentials) is returned as a Problem with a condition reason; err is
-// only for failures to read from the API server.
+// Resolve reads the TemporalConnection name in namespace and its Secrets,
+// for a TemporalWorkerDeployment that uses it. A problem that the user must
+// fix (missing object or Secret, bad credentials, a server older than the
+// controller supports) is returned as a Problem with a condition reason;
+// err is only for failures to read from the API server.
+//
+// The server's version is the one the connection controller recorded; an
+// unknown version (not checked yet) is no problem.
 func Resolve(ctx context.Context, c client.Reader, namespace, name, temporalNamespace string, now time.Time) (*Resolved, *planner.Problem, error) {
 	var conn v1alpha1.TemporalConnection
 	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &conn); err != nil {
@@ -43,28 +47,55 @@ func Resolve(ctx context.Context, c client.Reader, namespace, name, temporalName
 		}
 		return nil, nil, fmt.Errorf("get TemporalConnection %s: %w", name, err)
 	}
+	resolved, prob, err := ResolveObject(ctx, c, &conn, temporalNamespace, now)
+	if resolved == nil {
+		return nil, prob, err
+	}
+	if v := conn.Status.ServerVersion; temporal.ServerTooOld(v) {
+		prob := UnsupportedServer(conn.Spec.HostPort, v)
+		prob.Message = fmt.Sprintf("TemporalConnection %s: %s", name, prob.Message)
+		return nil, prob, nil
+	}
+	return resolved, nil, nil
+}
+
+// UnsupportedServer is the problem of a server older than
+// temporal.MinServerVersion, and what to do about it.
+func UnsupportedServer(hostPort, version string) *planner.Problem {
+	return &planner.Problem{
+		Reason: v1alpha1.ReasonUnsupportedServerVersion,
+		Message: fmt.Sprintf("Temporal at %s runs server version %s; this controller needs %s or newer (the Worker Deployment API with manager identity). "+
+			"Upgrade the Temporal server; until then TemporalWorkerDeployments using this connection route, scale down and delete nothing",
+			hostPort, version, temporal.MinServerVersion),
+	}
+}
+
+// ResolveObject is Resolve for a connection already read, without the
+// server version check: the connection controller, which makes that check,
+// uses it to probe the server.
+func ResolveObject(ctx context.Context, c client.Reader, conn *v1alpha1.TemporalConnection, temporalNamespace string, now time.Time) (*Resolved, *planner.Problem, error) {
 	// A connection being deleted stays usable: its finalizer holds it
 	// until no TemporalWorkerDeployment names it, and their own cleanup
 	// needs it.
 	var tlsSecret, apiKeySecret *corev1.Secret
 	var err error
 	if ref := conn.Spec.MutualTLSSecretRef; ref != nil {
-		if tlsSecret, err = secret(ctx, c, namespace, ref.Name); err != nil {
+		if tlsSecret, err = secret(ctx, c, conn.Namespace, ref.Name); err != nil {
 			return nil, nil, err
 		}
 	}
 	if ref := conn.Spec.APIKeySecretRef; ref != nil {
-		if apiKeySecret, err = secret(ctx, c, namespace, ref.Name); err != nil {
+		if apiKeySecret, err = secret(ctx, c, conn.Namespace, ref.Name); err != nil {
 			return nil, nil, err
 		}
 	}
 	params, prob := temporal.ParamsFromSecrets(conn.Spec, temporalNamespace, tlsSecret, apiKeySecret, now)
 	if prob != nil {
-		prob.Message = fmt.Sprintf("TemporalConnection %s: %s", name, prob.Message)
+		prob.Message = fmt.Sprintf("TemporalConnection %s: %s", conn.Name, prob.Message)
 		return nil, prob, nil
 	}
 	return &Resolved{
-		Object: &conn,
+		Object: conn,
 		Params: params,
 		Workers: workload.Connection{
 			Address:         conn.Spec.HostPort,

@@ -101,6 +101,18 @@ func TestTarget(t *testing.T) {
 			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonTooManyVersions, Progressing: condFalse, Requeue: time.Minute,
 				Events: []string{v1alpha1.ReasonTooManyVersions}, Message: "1 waiting to drain"},
 		},
+		"too many versions: a version of unknown status takes its place": {
+			in: with(base(), func(in *Input) {
+				in.Spec.TargetBuildID = "v3"
+				in.Spec.MaxVersions = 2
+				tv := version("v2", v1alpha1.VersionUnknown)
+				tv.HasPollers = false
+				setVersion(in, tv)
+				dropDep(in, "v2")
+			}),
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonTooManyVersions, Progressing: condFalse, Requeue: time.Minute,
+				Events: []string{v1alpha1.ReasonTooManyVersions}, Message: "1 waiting to drain or of unknown drainage"},
+		},
 		"too many versions: a drained version without pollers makes room": {
 			in: with(base(), func(in *Input) {
 				in.Spec.TargetBuildID = "v3"
@@ -620,6 +632,28 @@ func TestSunset(t *testing.T) {
 		"draining without a Deployment: kept in Temporal": {
 			in: with(base(), rolledOut, func(in *Input) {
 				tv := version("v1", draining)
+				tv.HasPollers = false
+				setVersion(in, tv)
+				dropDep(in, "v1")
+			}),
+			want: ready(expect{Requeue: time.Minute}),
+		},
+		"unknown status: workers kept": {
+			in:   with(base(), rolledOut, func(in *Input) { setVersion(in, version("v1", v1alpha1.VersionUnknown)) }),
+			want: ready(expect{Requeue: time.Minute}),
+		},
+		"unknown status after we scaled it down: a worker restored, nothing deleted": {
+			in: with(base(), rolledOut, func(in *Input) {
+				tv := version("v1", v1alpha1.VersionUnknown)
+				tv.HasPollers = false
+				setVersion(in, tv)
+				setDep(in, scaledDown("v1", -48*time.Hour))
+			}),
+			want: ready(expect{Scale: scaleV1(1, ScaleRestore), Requeue: 30 * time.Second, Events: []string{EventScale}}),
+		},
+		"unknown status without a Deployment or pollers: kept in Temporal": {
+			in: with(base(), rolledOut, func(in *Input) {
+				tv := version("v1", v1alpha1.VersionUnknown)
 				tv.HasPollers = false
 				setVersion(in, tv)
 				dropDep(in, "v1")

@@ -162,7 +162,7 @@ func tooManyVersions(v *view) (string, bool) {
 		switch v.status(b) {
 		case v1alpha1.VersionCurrent, v1alpha1.VersionRamping:
 			routed++
-		case v1alpha1.VersionDraining:
+		case v1alpha1.VersionDraining, v1alpha1.VersionUnknown:
 			draining++
 		default:
 			polled++
@@ -172,7 +172,7 @@ func tooManyVersions(v *view) (string, bool) {
 		return "", false
 	}
 	return fmt.Sprintf("Temporal allows %d versions in worker deployment %s and %d cannot be deleted yet "+
-		"(%d current or ramping, %d waiting to drain, %d drained or inactive but still polled by workers); "+
+		"(%d current or ramping, %d waiting to drain or of unknown drainage, %d drained or inactive but still polled by workers); "+
 		"the Deployment of version %s is created once one of them is deleted. "+
 		"Drained versions are removed after spec.sunset.scaledownDelay plus spec.sunset.deleteDelay",
 		max, v.deploymentName(), kept, routed, draining, polled, v.target), true

@@ -104,8 +104,11 @@ func stateFromInfo(info *deploymentpb.WorkerDeploymentInfo) *planner.TemporalSta
 	return s
 }
 
-// versionStatus maps Temporal's status. Servers before 1.28 leave it
-// unspecified; it is then derived from routing and drainage.
+// versionStatus maps Temporal's status. Where Temporal leaves it
+// unspecified (or sends one this code does not know), it is derived from
+// routing and drainage; with neither it is Unknown, not Inactive: the
+// planner may retire an Inactive version's workers, and this one may still
+// have open workflows.
 func versionStatus(st enumspb.WorkerDeploymentVersionStatus, build string, s *planner.TemporalState, d *deploymentpb.VersionDrainageInfo) v1alpha1.VersionStatus {
 	switch st {
 	case enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_CURRENT:
@@ -131,7 +134,7 @@ func versionStatus(st enumspb.WorkerDeploymentVersionStatus, build string, s *pl
 	case d.GetStatus() == enumspb.VERSION_DRAINAGE_STATUS_DRAINED:
 		return v1alpha1.VersionDrained
 	}
-	return v1alpha1.VersionInactive
+	return v1alpha1.VersionUnknown
 }
 
 // TaskQueueType is the kind of a task queue a version polls.

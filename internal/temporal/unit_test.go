@@ -6,8 +6,12 @@ import (
 	"testing"
 	"time"
 
+	deploymentpb "go.temporal.io/api/deployment/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/planner"
 )
 
 func TestTaskQueuesReady(t *testing.T) {
@@ -31,6 +35,40 @@ func TestTaskQueuesReady(t *testing.T) {
 	for _, tc := range cases {
 		if got := TaskQueuesReady(tc.target, tc.current); got != tc.want {
 			t.Errorf("%s: TaskQueuesReady = %t, want %t", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestVersionStatus: Temporal's own status wins; without one, routing and
+// drainage decide; with neither, the status is Unknown, never Inactive,
+// which could lose the version its workers.
+func TestVersionStatus(t *testing.T) {
+	routing := &planner.TemporalState{CurrentBuildID: "cur", RampingBuildID: "ramp"}
+	drainage := func(s enumspb.VersionDrainageStatus) *deploymentpb.VersionDrainageInfo {
+		return &deploymentpb.VersionDrainageInfo{Status: s}
+	}
+	cases := map[string]struct {
+		st    enumspb.WorkerDeploymentVersionStatus
+		build string
+		d     *deploymentpb.VersionDrainageInfo
+		want  v1alpha1.VersionStatus
+	}{
+		"reported current":                    {enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_CURRENT, "v", nil, v1alpha1.VersionCurrent},
+		"reported draining":                   {enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_DRAINING, "v", nil, v1alpha1.VersionDraining},
+		"reported drained":                    {enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_DRAINED, "v", nil, v1alpha1.VersionDrained},
+		"reported inactive":                   {enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_INACTIVE, "v", nil, v1alpha1.VersionInactive},
+		"created through the API":             {enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_CREATED, "v", nil, v1alpha1.VersionInactive},
+		"unspecified, current in routing":     {0, "cur", nil, v1alpha1.VersionCurrent},
+		"unspecified, ramping in routing":     {0, "ramp", nil, v1alpha1.VersionRamping},
+		"unspecified, drainage says draining": {0, "v", drainage(enumspb.VERSION_DRAINAGE_STATUS_DRAINING), v1alpha1.VersionDraining},
+		"unspecified, drainage says drained":  {0, "v", drainage(enumspb.VERSION_DRAINAGE_STATUS_DRAINED), v1alpha1.VersionDrained},
+		"unspecified, no drainage":            {0, "v", nil, v1alpha1.VersionUnknown},
+		"unspecified, drainage unspecified":   {0, "v", drainage(enumspb.VERSION_DRAINAGE_STATUS_UNSPECIFIED), v1alpha1.VersionUnknown},
+		"a status this code does not know":    {enumspb.WorkerDeploymentVersionStatus(99), "v", nil, v1alpha1.VersionUnknown},
+	}
+	for name, tc := range cases {
+		if got := versionStatus(tc.st, tc.build, routing, tc.d); got != tc.want {
+			t.Errorf("%s: versionStatus = %s, want %s", name, got, tc.want)
 		}
 	}
 }
@@ -115,5 +153,40 @@ func TestRetryAfter(t *testing.T) {
 		if got := RetryAfter(tc.err); got != tc.want {
 			t.Errorf("%s: RetryAfter = %s, want %s", name, got, tc.want)
 		}
+	}
+}
+
+func TestServerVersion(t *testing.T) {
+	cases := map[string]struct {
+		in         string
+		want       ServerVersion
+		ok, tooOld bool
+	}{
+		"release":                  {"1.32.1", ServerVersion{1, 32, 1}, true, false},
+		"the minimum":              {"1.29.0", ServerVersion{1, 29, 0}, true, false},
+		"last release before":      {"1.28.9", ServerVersion{1, 28, 9}, true, true},
+		"older minor, more digits": {"1.9.40", ServerVersion{1, 9, 40}, true, true},
+		"newer major":              {"2.0.0", ServerVersion{2, 0, 0}, true, false},
+		"v prefix":                 {"v1.30.4", ServerVersion{1, 30, 4}, true, false},
+		"no patch":                 {"1.27", ServerVersion{1, 27, 0}, true, true},
+		"pre-release suffix":       {"1.29.0-rc.1", ServerVersion{1, 29, 0}, true, false},
+		"build suffix":             {"1.27.2+abc", ServerVersion{1, 27, 2}, true, true},
+		"empty: unknown":           {"", ServerVersion{}, false, false},
+		"not a version":            {"cloud", ServerVersion{}, false, false},
+		"four parts":               {"1.28.0.1", ServerVersion{}, false, false},
+		"huge number":              {"1.99999999999999999999.0", ServerVersion{}, false, false},
+	}
+	for name, tc := range cases {
+		got, ok := ParseServerVersion(tc.in)
+		if ok != tc.ok || got != tc.want {
+			t.Errorf("%s: ParseServerVersion(%q) = %v, %t; want %v, %t", name, tc.in, got, ok, tc.want, tc.ok)
+		}
+		if old := ServerTooOld(tc.in); old != tc.tooOld {
+			t.Errorf("%s: ServerTooOld(%q) = %t, want %t", name, tc.in, old, tc.tooOld)
+		}
+	}
+	if !(ServerVersion{1, 28, 9}).Less(ServerVersion{1, 29, 0}) || (ServerVersion{1, 29, 0}).Less(ServerVersion{1, 29, 0}) ||
+		!(ServerVersion{1, 29, 0}).Less(ServerVersion{1, 29, 1}) || (ServerVersion{2, 0, 0}).Less(ServerVersion{1, 99, 99}) {
+		t.Error("Less orders versions wrongly")
 	}
 }

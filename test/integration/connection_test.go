@@ -59,7 +59,8 @@ func newConnection(tt *harness.T, name string, spec v1.TemporalConnectionSpec) *
 
 // TestConnectionExampleIsReady applies examples/connection/plaintext.yaml
 // (pointed at this environment's server): the controller adds its
-// finalizer and reports Ready=True after a real health check.
+// finalizer and reports Ready=True after a real health check, with the
+// version the server reports, which is one it supports.
 func TestConnectionExampleIsReady(t *testing.T) {
 	tt := env.NewTest(t)
 	checks := temporal.RPCCountResult("Check", "ok")
@@ -82,6 +83,13 @@ func TestConnectionExampleIsReady(t *testing.T) {
 	}
 	if n := temporal.RPCCountResult("Check", "ok"); n <= checks {
 		t.Errorf("no successful health check RPC was counted (%v before, %v after)", checks, n)
+	}
+	v, ok := temporal.ParseServerVersion(got.Status.ServerVersion)
+	if !ok || v.Less(temporal.MinServerVersion) {
+		t.Errorf("status.serverVersion = %q, want the server's release, at least %s", got.Status.ServerVersion, temporal.MinServerVersion)
+	}
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReady); !strings.HasSuffix(c.Message, "; server version "+got.Status.ServerVersion) {
+		t.Errorf("Ready message %q does not end with the server version", c.Message)
 	}
 }
 

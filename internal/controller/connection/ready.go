@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/temporal"
 )
 
 const (
@@ -32,8 +33,13 @@ func recheckAfter(ready metav1.Condition, now time.Time) time.Duration {
 	return min(max(now.Sub(ready.LastTransitionTime.Time), firstRetry), maxRetry)
 }
 
-func reachableMessage(spec v1alpha1.TemporalConnectionSpec, tls bool) string {
-	return fmt.Sprintf("Temporal at %s answered a health check over %s with %s", spec.HostPort, transport(spec, tls), auth(spec))
+func reachableMessage(spec v1alpha1.TemporalConnectionSpec, tls bool, serverVersion string) string {
+	msg := fmt.Sprintf("Temporal at %s answered a health check over %s with %s", spec.HostPort, transport(spec, tls), auth(spec))
+	if _, ok := temporal.ParseServerVersion(serverVersion); ok {
+		return msg + "; server version " + serverVersion
+	}
+	// Not refused on a guess, but said: the controller needs MinServerVersion.
+	return fmt.Sprintf("%s; server version %q is not one the controller can compare with the %s it needs", msg, serverVersion, temporal.MinServerVersion)
 }
 
 // unreachableMessage says what failed and which fields to check; which

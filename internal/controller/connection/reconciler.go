@@ -1,7 +1,8 @@
 // Package connection reconciles TemporalConnections: it checks that the
-// server answers with the configured credentials, reports that in the
-// Ready condition, and keeps a connection from being deleted while
-// TemporalWorkerDeployments still use it.
+// server answers with the configured credentials and runs a version the
+// controller supports, reports that in the Ready condition, and keeps a
+// connection from being deleted while TemporalWorkerDeployments still use
+// it.
 package connection
 
 import (
@@ -32,9 +33,15 @@ const Finalizer = "temporal.io/connection-in-use"
 type Reconciler struct {
 	Client client.Client
 	// Pool probes the servers; the connection controller holds no client.
-	Pool     *temporal.Pool
+	Pool     Prober
 	Recorder events.EventRecorder
 	Clock    clock.PassiveClock
+}
+
+// Prober checks a server and returns the version it reports;
+// *temporal.Pool is the real one.
+type Prober interface {
+	Probe(ctx context.Context, params temporal.ConnectionParams) (serverVersion string, err error)
 }
 
 // +kubebuilder:rbac:groups=temporal.io,resources=temporalconnections,verbs=get;list;watch;update;patch
@@ -58,41 +65,47 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, err
 		}
 	}
-	ready, err := r.check(ctx, &conn)
+	ready, version, err := r.check(ctx, &conn)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if err := r.setReady(ctx, &conn, ready); err != nil {
+	if err := r.setReady(ctx, &conn, ready, version); err != nil {
 		return reconcile.Result{}, err
 	}
 	return reconcile.Result{RequeueAfter: recheckAfter(*meta.FindStatusCondition(conn.Status.Conditions, v1alpha1.ConditionReady), r.Clock.Now())}, nil
 }
 
-// check resolves the connection's Secrets and probes the server. err is
-// only for failures to read from the API server.
-func (r *Reconciler) check(ctx context.Context, conn *v1alpha1.TemporalConnection) (metav1.Condition, error) {
+// check resolves the connection's Secrets, probes the server and checks
+// its version, which it returns ("" when the server was not reached). err
+// is only for failures to read from the API server.
+func (r *Reconciler) check(ctx context.Context, conn *v1alpha1.TemporalConnection) (metav1.Condition, string, error) {
 	// No Temporal namespace: a connection serves any of them.
-	resolved, prob, err := connection.Resolve(ctx, r.Client, conn.Namespace, conn.Name, "", r.Clock.Now())
+	resolved, prob, err := connection.ResolveObject(ctx, r.Client, conn, "", r.Clock.Now())
 	if err != nil {
-		return metav1.Condition{}, err
+		return metav1.Condition{}, "", err
 	}
 	if prob != nil {
-		return notReady(prob.Reason, prob.Message), nil
+		return notReady(prob.Reason, prob.Message), "", nil
 	}
-	if err := r.Pool.Probe(ctx, resolved.Params); err != nil {
+	version, err := r.Pool.Probe(ctx, resolved.Params)
+	if err != nil {
 		if ctx.Err() != nil {
 			// Shutting down: the server did nothing wrong.
-			return metav1.Condition{}, ctx.Err()
+			return metav1.Condition{}, "", ctx.Err()
 		}
 		log.FromContext(ctx).V(1).Info("Temporal probe failed", "hostPort", conn.Spec.HostPort, "error", err.Error())
-		return notReady(v1alpha1.ReasonTemporalClientCreationFailed, unreachableMessage(conn.Spec, resolved.Params.TLS, err)), nil
+		return notReady(v1alpha1.ReasonTemporalClientCreationFailed, unreachableMessage(conn.Spec, resolved.Params.TLS, err)), "", nil
+	}
+	if temporal.ServerTooOld(version) {
+		prob := connection.UnsupportedServer(conn.Spec.HostPort, version)
+		return notReady(prob.Reason, prob.Message), version, nil
 	}
 	return metav1.Condition{
 		Type:    v1alpha1.ConditionReady,
 		Status:  metav1.ConditionTrue,
 		Reason:  v1alpha1.ReasonReachable,
-		Message: reachableMessage(conn.Spec, resolved.Params.TLS),
-	}, nil
+		Message: reachableMessage(conn.Spec, resolved.Params.TLS, version),
+	}, version, nil
 }
 
 // finalize removes the finalizer once no TemporalWorkerDeployment names
@@ -111,7 +124,7 @@ func (r *Reconciler) finalize(ctx context.Context, conn *v1alpha1.TemporalConnec
 			names[i] = d.Name
 		}
 		// The TemporalWorkerDeployment watch brings us back when one goes.
-		return r.setReady(ctx, conn, notReady(v1alpha1.ReasonDeletionBlocked, blockedMessage(conn.Name, names)))
+		return r.setReady(ctx, conn, notReady(v1alpha1.ReasonDeletionBlocked, blockedMessage(conn.Name, names)), "")
 	}
 	// No Event: the object goes now, often with its namespace, which
 	// refuses new Events.
@@ -129,14 +142,19 @@ func (r *Reconciler) patchFinalizer(ctx context.Context, conn *v1alpha1.Temporal
 	return nil
 }
 
-// setReady writes the status if ready changes it, with an Event saying why.
+// setReady writes the status if ready or serverVersion changes it, with an
+// Event saying why ready changed. An empty serverVersion keeps the last
+// one: a server that cannot be reached for a while stays known as it was.
 // conn's status is updated in place, so callers see the stored condition.
-func (r *Reconciler) setReady(ctx context.Context, conn *v1alpha1.TemporalConnection, ready metav1.Condition) error {
+func (r *Reconciler) setReady(ctx context.Context, conn *v1alpha1.TemporalConnection, ready metav1.Condition, serverVersion string) error {
 	orig := conn.DeepCopy()
 	ready.ObservedGeneration = conn.Generation
 	ready.LastTransitionTime = metav1.NewTime(r.Clock.Now())
 	meta.SetStatusCondition(&conn.Status.Conditions, ready)
 	conn.Status.ObservedGeneration = conn.Generation
+	if serverVersion != "" {
+		conn.Status.ServerVersion = serverVersion
+	}
 	if equality.Semantic.DeepEqual(orig.Status, conn.Status) {
 		return nil
 	}

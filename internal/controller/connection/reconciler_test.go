@@ -2,6 +2,7 @@ package connection
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -139,6 +140,76 @@ func TestMissingSecret(t *testing.T) {
 	}
 	if res.RequeueAfter != 40*time.Second {
 		t.Errorf("RequeueAfter after 40s of failure = %s, want 40s", res.RequeueAfter)
+	}
+}
+
+// stubProber answers probes with a fixed server version or error.
+type stubProber struct {
+	version string
+	err     error
+}
+
+func (s *stubProber) Probe(context.Context, temporal.ConnectionParams) (string, error) {
+	return s.version, s.err
+}
+
+// TestServerVersion: the version the server reports is recorded; one older
+// than the controller supports makes the connection not Ready, saying which
+// version was found, which is needed and what to do; one that cannot be
+// read is said but not refused; a failed probe keeps the last version.
+func TestServerVersion(t *testing.T) {
+	plain := &v1alpha1.TemporalConnection{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "prod", Generation: 2},
+		Spec:       v1alpha1.TemporalConnectionSpec{HostPort: "temporal:7233"},
+	}
+	f := newFixture(t, plain)
+	probe := &stubProber{version: "1.28.1"}
+	f.r.Pool = probe
+	ready := func() (*v1alpha1.TemporalConnection, *metav1.Condition) {
+		got := f.get(t, "prod")
+		return got, meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)
+	}
+
+	f.reconcile(t, "prod")
+	got, c := ready()
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonUnsupportedServerVersion {
+		t.Fatalf("Ready = %+v, want False/UnsupportedServerVersion", c)
+	}
+	for _, want := range []string{"Temporal at temporal:7233 runs server version 1.28.1", "needs " + temporal.MinServerVersion.String() + " or newer", "Upgrade the Temporal server"} {
+		if !strings.Contains(c.Message, want) {
+			t.Errorf("message %q lacks %q", c.Message, want)
+		}
+	}
+	if got.Status.ServerVersion != "1.28.1" {
+		t.Errorf("serverVersion = %q, want 1.28.1", got.Status.ServerVersion)
+	}
+	if evs := f.drainEvents(); len(evs) != 1 || !strings.HasPrefix(evs[0], "Warning UnsupportedServerVersion") {
+		t.Errorf("events = %q, want one Warning UnsupportedServerVersion", evs)
+	}
+
+	probe.version = "1.32.1"
+	f.reconcile(t, "prod")
+	got, c = ready()
+	if c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonReachable || !strings.HasSuffix(c.Message, "; server version 1.32.1") {
+		t.Errorf("after the upgrade Ready = %+v, want True/Reachable naming 1.32.1", c)
+	}
+	if got.Status.ServerVersion != "1.32.1" {
+		t.Errorf("serverVersion = %q, want 1.32.1", got.Status.ServerVersion)
+	}
+
+	probe.version, probe.err = "", errors.New("connection refused")
+	f.reconcile(t, "prod")
+	got, c = ready()
+	if c.Reason != v1alpha1.ReasonTemporalClientCreationFailed || got.Status.ServerVersion != "1.32.1" {
+		t.Errorf("unreachable: Ready %s, serverVersion %q; want TemporalClientCreationFailed and 1.32.1 kept", c.Reason, got.Status.ServerVersion)
+	}
+
+	probe.version, probe.err = "cloud-2026.07", nil
+	f.reconcile(t, "prod")
+	got, c = ready()
+	if c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, `server version "cloud-2026.07" is not one the controller can compare`) ||
+		got.Status.ServerVersion != "cloud-2026.07" {
+		t.Errorf("unreadable version: Ready %+v, serverVersion %q", c, got.Status.ServerVersion)
 	}
 }
 

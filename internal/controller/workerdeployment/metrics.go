@@ -38,7 +38,7 @@ func init() {
 
 var allStatuses = []v1alpha1.VersionStatus{
 	v1alpha1.VersionNotRegistered, v1alpha1.VersionInactive, v1alpha1.VersionRamping,
-	v1alpha1.VersionCurrent, v1alpha1.VersionDraining, v1alpha1.VersionDrained,
+	v1alpha1.VersionCurrent, v1alpha1.VersionDraining, v1alpha1.VersionDrained, v1alpha1.VersionUnknown,
 }
 
 // observeRollout updates the metrics from the old status and the new plan.
