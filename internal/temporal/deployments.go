@@ -181,6 +181,10 @@ type VersionDetail struct {
 	CreatedAt time.Time
 	// TaskQueues the version's workers have registered, sorted.
 	TaskQueues []TaskQueue
+	// Polled are the (name, type) pairs that workers of this version poll,
+	// among the names of TaskQueues, sorted. A type is polled a little
+	// before it is registered. Only DescribeVersion fills it.
+	Polled []TaskQueue
 	// Drainage is nil while the version is current or ramping, or never
 	// was.
 	Drainage *Drainage
@@ -229,8 +233,8 @@ func (a *API) DescribeVersion(ctx context.Context, deploymentName, buildID strin
 }
 
 // DescribeVersionNoPollers is DescribeVersion without the poller queries:
-// one RPC, and HasPollers and UnversionedPollers stay false. It is enough
-// for the current version's side of TaskQueuesReady.
+// one RPC, and Polled, HasPollers and UnversionedPollers stay unset. It is
+// enough for the current version's side of TaskQueuesReady.
 func (a *API) DescribeVersionNoPollers(ctx context.Context, deploymentName, buildID string) (VersionDetail, error) {
 	return a.describeVersion(ctx, deploymentName, buildID, false)
 }
@@ -263,33 +267,46 @@ func (a *API) describeVersion(ctx context.Context, deploymentName, buildID strin
 			d.Drainage.Status = v1alpha1.VersionDrained
 		}
 	}
-	types := map[string][]enumspb.TaskQueueType{}
 	for _, tq := range resp.GetVersionTaskQueues() {
 		d.TaskQueues = append(d.TaskQueues, TaskQueue{Name: tq.GetName(), Type: taskQueueType(tq.GetType())})
-		types[tq.GetName()] = append(types[tq.GetName()], tq.GetType())
 	}
-	slices.SortFunc(d.TaskQueues, func(x, y TaskQueue) int {
-		return cmp.Or(strings.Compare(x.Name, y.Name), strings.Compare(string(x.Type), string(y.Type)))
-	})
+	sortTaskQueues(d.TaskQueues)
 	if !pollers {
 		return d, nil
 	}
 	for _, name := range d.TaskQueueNames() {
-		versioned, unversioned, err := a.pollers(ctx, deploymentName, buildID, name, types[name])
+		polled, unversioned, err := a.pollers(ctx, deploymentName, buildID, name)
 		if err != nil {
 			return VersionDetail{}, wrapErr("DescribeVersion", deploymentName, buildID, err)
 		}
-		d.HasPollers = d.HasPollers || versioned
+		for _, t := range polled {
+			d.Polled = append(d.Polled, TaskQueue{Name: name, Type: t})
+		}
 		d.UnversionedPollers = d.UnversionedPollers || unversioned
 	}
+	sortTaskQueues(d.Polled)
+	d.HasPollers = len(d.Polled) > 0
 	return d, nil
 }
 
-// pollers asks the task queue, across all its partitions, who polls it for
-// this version and unversioned. It is the query the server runs itself
-// before deleting a version (the "enhanced" DescribeTaskQueue mode, with
-// the version written "deployment:build" as build ID).
-func (a *API) pollers(ctx context.Context, deploymentName, buildID, taskQueue string, types []enumspb.TaskQueueType) (versioned, unversioned bool, err error) {
+func sortTaskQueues(tqs []TaskQueue) {
+	slices.SortFunc(tqs, func(x, y TaskQueue) int {
+		return cmp.Or(strings.Compare(x.Name, y.Name), strings.Compare(string(x.Type), string(y.Type)))
+	})
+}
+
+// allTaskQueueTypes: a worker may poll any of them, registered or not yet.
+var allTaskQueueTypes = []enumspb.TaskQueueType{
+	enumspb.TASK_QUEUE_TYPE_WORKFLOW, enumspb.TASK_QUEUE_TYPE_ACTIVITY, enumspb.TASK_QUEUE_TYPE_NEXUS,
+}
+
+// pollers asks the task queue, across all its partitions and types, who
+// polls it for this version and unversioned. It is the query the server
+// runs itself before deleting a version (the "enhanced" DescribeTaskQueue
+// mode, with the version written "deployment:build" as build ID), for
+// every type rather than the registered ones: a type is polled a little
+// before it is registered.
+func (a *API) pollers(ctx context.Context, deploymentName, buildID, taskQueue string) (versioned []TaskQueueType, unversioned bool, err error) {
 	version := deploymentName + ":" + buildID
 	resp, err := a.c.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{
 		Namespace: a.namespace,
@@ -298,40 +315,53 @@ func (a *API) pollers(ctx context.Context, deploymentName, buildID, taskQueue st
 		ApiMode: enumspb.DESCRIBE_TASK_QUEUE_MODE_ENHANCED,
 		//nolint:staticcheck // SA1019: as above.
 		Versions:       &taskqueuepb.TaskQueueVersionSelection{BuildIds: []string{version}, Unversioned: true},
-		TaskQueueTypes: types,
+		TaskQueueTypes: allTaskQueueTypes,
 		ReportPollers:  true,
 	})
 	if err != nil {
-		return false, false, err
+		return nil, false, err
 	}
-	//nolint:staticcheck // SA1019: as above.
+	versioned, unversioned = pollersOf(resp, version)
+	return versioned, unversioned, nil
+}
+
+// pollersOf reads a DescribeTaskQueue answer: the types that versioned
+// workers of version poll, sorted, and whether unversioned workers poll
+// any type.
+func pollersOf(resp *workflowservice.DescribeTaskQueueResponse, version string) (versioned []TaskQueueType, unversioned bool) {
+	//nolint:staticcheck // SA1019: as in pollers.
 	for key, vi := range resp.GetVersionsInfo() {
-		for _, ti := range vi.GetTypesInfo() {
+		for t, ti := range vi.GetTypesInfo() {
 			for _, p := range ti.GetPollers() {
 				isVersioned := p.GetDeploymentOptions().GetWorkerVersioningMode() == enumspb.WORKER_VERSIONING_MODE_VERSIONED
 				switch {
 				case key == version && isVersioned:
-					versioned = true
+					if tt := taskQueueType(enumspb.TaskQueueType(t)); !slices.Contains(versioned, tt) {
+						versioned = append(versioned, tt)
+					}
 				case key == "" && !isVersioned:
 					unversioned = true
 				}
 			}
 		}
 	}
-	return versioned, unversioned, nil
+	slices.Sort(versioned)
+	return versioned, unversioned
 }
 
-// TaskQueuesReady: the target polls at least one task queue, and every
-// (name, type) of the current version. Temporal refuses to make a version
-// current or ramping otherwise ("missing active task queues from the
-// current version"; it does skip queues that have gone idle, which this
-// check does not know, so it may wait where Temporal would not). With no
-// current version, pass a zero current.
+// TaskQueuesReady: the target has registered at least one task queue,
+// every (name, type) its workers poll (target.Polled, from DescribeVersion)
+// and every (name, type) of the current version. Temporal refuses to make
+// a version current or ramping without the current version's ("missing
+// active task queues from the current version"; it does skip queues that
+// have gone idle, which this check does not know, so it may wait where
+// Temporal would not), but with nothing current (pass a zero current) it
+// would accept a version whose other types are still registering.
 func TaskQueuesReady(target, current VersionDetail) bool {
 	if len(target.TaskQueues) == 0 {
 		return false
 	}
-	for _, tq := range current.TaskQueues {
+	for _, tq := range slices.Concat(current.TaskQueues, target.Polled) {
 		if !slices.Contains(target.TaskQueues, tq) {
 			return false
 		}

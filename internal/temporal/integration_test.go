@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -469,5 +470,52 @@ func TestPool(t *testing.T) {
 	pool.Close()
 	if _, err := pool.Get(ctx, "ns/a", p1); !errors.Is(err, ErrPoolClosed) {
 		t.Fatalf("Get after Close: %v", err)
+	}
+}
+
+// TestFirstVersionWaitsForEveryTaskQueueType: a new version's task queue
+// types register one by one (here workflow and activity, a few tens of
+// milliseconds apart). With nothing current, Temporal would accept it as
+// current in that gap; TaskQueuesReady must not, until every type its
+// workers poll is registered.
+// Describing every few milliseconds from the first poll catches the gap
+// in most runs; a fresh deployment is tried a few times until one does.
+func TestFirstVersionWaitsForEveryTaskQueueType(t *testing.T) {
+	ht := needEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	api := newAPI(ht, "rainbow-test-"+ht.Suffix)
+	gaps := 0
+	for attempt := 0; attempt < 5 && gaps == 0; attempt++ {
+		name := fmt.Sprintf("types-%s-%d", ht.Suffix, attempt)
+		tq := ht.TaskQueue(fmt.Sprintf("q%d", attempt))
+		stop := startWorker(ht, name, "v1", tq)
+		polled := []TaskQueue{{tq, TaskQueueActivity}, {tq, TaskQueueWorkflow}}
+		var seen []string
+		for complete := false; !complete; {
+			if ctx.Err() != nil {
+				t.Fatalf("version %s never registered %v; seen: %v", name, polled, seen)
+			}
+			// Under the namespace's worker deployment read limit (50/s),
+			// which the parallel tests share.
+			time.Sleep(15 * time.Millisecond)
+			d, err := api.DescribeVersion(ctx, name, "v1")
+			if err != nil {
+				continue // not registered yet
+			}
+			complete = slices.Equal(d.TaskQueues, polled)
+			if !complete {
+				gaps++
+			}
+			seen = append(seen, fmt.Sprint(d.TaskQueues))
+			if ready := TaskQueuesReady(d, VersionDetail{}); ready != complete {
+				t.Fatalf("TaskQueuesReady = %t with %v registered, while the worker polls %v", ready, d.TaskQueues, polled)
+			}
+		}
+		stop()
+		t.Logf("attempt %d: descriptions until every type registered: %v", attempt, seen)
+	}
+	if gaps == 0 {
+		t.Log("no description fell between the two registrations: the check was not put to the test")
 	}
 }

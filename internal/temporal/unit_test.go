@@ -3,12 +3,15 @@ package temporal
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	deploymentpb "go.temporal.io/api/deployment/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/internal/planner"
@@ -18,7 +21,9 @@ func TestTaskQueuesReady(t *testing.T) {
 	wf := TaskQueue{Name: "q", Type: TaskQueueWorkflow}
 	act := TaskQueue{Name: "q", Type: TaskQueueActivity}
 	other := TaskQueue{Name: "q2", Type: TaskQueueWorkflow}
+	nexus := TaskQueue{Name: "q", Type: TaskQueueNexus}
 	vd := func(tqs ...TaskQueue) VersionDetail { return VersionDetail{TaskQueues: tqs} }
+	polling := func(d VersionDetail, tqs ...TaskQueue) VersionDetail { d.Polled = tqs; return d }
 	cases := []struct {
 		name            string
 		target, current VersionDetail
@@ -31,6 +36,10 @@ func TestTaskQueuesReady(t *testing.T) {
 		{"extra queue is fine", vd(wf, act, other), vd(wf, act), true},
 		{"queue dropped", vd(other), vd(wf), false},
 		{"target has none while current has some", vd(), vd(wf), false},
+		{"first version: activity polled, not registered yet", polling(vd(wf), act, wf), vd(), false},
+		{"first version: every polled type registered", polling(vd(act, wf), act, wf), vd(), true},
+		{"registered but no longer polled is fine", polling(vd(act, wf), wf), vd(), true},
+		{"a new type polled, not registered yet, beside a current version", polling(vd(wf, act), act, nexus, wf), vd(wf, act), false},
 	}
 	for _, tc := range cases {
 		if got := TaskQueuesReady(tc.target, tc.current); got != tc.want {
@@ -188,5 +197,60 @@ func TestServerVersion(t *testing.T) {
 	if !(ServerVersion{1, 28, 9}).Less(ServerVersion{1, 29, 0}) || (ServerVersion{1, 29, 0}).Less(ServerVersion{1, 29, 0}) ||
 		!(ServerVersion{1, 29, 0}).Less(ServerVersion{1, 29, 1}) || (ServerVersion{2, 0, 0}).Less(ServerVersion{1, 99, 99}) {
 		t.Error("Less orders versions wrongly")
+	}
+}
+
+// TestPollersOf reads which types this version's workers poll from a
+// DescribeTaskQueue answer: versioned pollers under the version's key,
+// unversioned ones under the empty key; other versions are not ours.
+func TestPollersOf(t *testing.T) {
+	poller := func(m enumspb.WorkerVersioningMode) *taskqueuepb.PollerInfo {
+		return &taskqueuepb.PollerInfo{DeploymentOptions: &deploymentpb.WorkerDeploymentOptions{WorkerVersioningMode: m}}
+	}
+	versioned, unversioned := poller(enumspb.WORKER_VERSIONING_MODE_VERSIONED), poller(enumspb.WORKER_VERSIONING_MODE_UNVERSIONED)
+	types := func(byType map[enumspb.TaskQueueType][]*taskqueuepb.PollerInfo) *taskqueuepb.TaskQueueVersionInfo {
+		vi := &taskqueuepb.TaskQueueVersionInfo{TypesInfo: map[int32]*taskqueuepb.TaskQueueTypeInfo{}}
+		for t, ps := range byType {
+			vi.TypesInfo[int32(t)] = &taskqueuepb.TaskQueueTypeInfo{Pollers: ps}
+		}
+		return vi
+	}
+	const wf, act, nexus = enumspb.TASK_QUEUE_TYPE_WORKFLOW, enumspb.TASK_QUEUE_TYPE_ACTIVITY, enumspb.TASK_QUEUE_TYPE_NEXUS
+	cases := map[string]struct {
+		info            map[string]*taskqueuepb.TaskQueueVersionInfo
+		want            []TaskQueueType
+		wantUnversioned bool
+	}{
+		"nobody polls": {info: map[string]*taskqueuepb.TaskQueueVersionInfo{
+			"d:v1": types(map[enumspb.TaskQueueType][]*taskqueuepb.PollerInfo{wf: nil, act: nil, nexus: nil}),
+		}},
+		"workflow and activity, each type once": {
+			info: map[string]*taskqueuepb.TaskQueueVersionInfo{
+				"d:v1": types(map[enumspb.TaskQueueType][]*taskqueuepb.PollerInfo{act: {versioned}, wf: {versioned, versioned}, nexus: nil}),
+			},
+			want: []TaskQueueType{TaskQueueActivity, TaskQueueWorkflow},
+		},
+		"nexus too": {
+			info: map[string]*taskqueuepb.TaskQueueVersionInfo{
+				"d:v1": types(map[enumspb.TaskQueueType][]*taskqueuepb.PollerInfo{nexus: {versioned}}),
+			},
+			want: []TaskQueueType{TaskQueueNexus},
+		},
+		"another version's and unversioned pollers are not ours": {
+			info: map[string]*taskqueuepb.TaskQueueVersionInfo{
+				"d:v0": types(map[enumspb.TaskQueueType][]*taskqueuepb.PollerInfo{wf: {versioned}}),
+				"":     types(map[enumspb.TaskQueueType][]*taskqueuepb.PollerInfo{act: {unversioned}}),
+				"d:v1": types(map[enumspb.TaskQueueType][]*taskqueuepb.PollerInfo{wf: {unversioned}}),
+			},
+			wantUnversioned: true,
+		},
+	}
+	for name, tc := range cases {
+		//nolint:staticcheck // SA1019: the field pollers reads.
+		resp := &workflowservice.DescribeTaskQueueResponse{VersionsInfo: tc.info}
+		got, unv := pollersOf(resp, "d:v1")
+		if !slices.Equal(got, tc.want) || unv != tc.wantUnversioned {
+			t.Errorf("%s: pollersOf = %v, %t; want %v, %t", name, got, unv, tc.want, tc.wantUnversioned)
+		}
 	}
 }
