@@ -1,5 +1,9 @@
 package v1alpha1
 
+// FinalizerCleanup holds a TemporalWorkerDeployment until its workers and
+// its versions in Temporal are gone. Removing it by hand gives up on that.
+const FinalizerCleanup = "temporal.io/worker-deployment-cleanup"
+
 // Condition types of a TemporalWorkerDeployment. Ready and Progressing
 // follow the conventions kstatus, Helm, Argo CD and Flux understand.
 const (
@@ -35,6 +39,10 @@ const (
 	ReasonRoutingChangedExternally = "RoutingChangedExternally"
 	// ReasonGateFailed: the gate workflow failed on the target version.
 	ReasonGateFailed = "GateFailed"
+	// ReasonTemporalServerChanged: the connection now names another
+	// Temporal server than the one the target version's workers use; they
+	// are not moved, since workflows pinned to them run on the old one.
+	ReasonTemporalServerChanged = "TemporalServerChanged"
 	// ReasonDeleting: the TemporalWorkerDeployment is being deleted and the
 	// controller is removing its versions from Temporal.
 	ReasonDeleting = "Deleting"

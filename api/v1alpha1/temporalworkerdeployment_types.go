@@ -53,6 +53,11 @@ type TemporalWorkerDeploymentSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Sunset SunsetSpec `json:"sunset,omitempty"`
+
+	// Deletion says what deleting this object does to workflows that still
+	// run on its versions.
+	// +optional
+	Deletion DeletionSpec `json:"deletion,omitempty"`
 }
 
 // WorkerOptions connects the workers to Temporal.
@@ -148,6 +153,13 @@ type GateWorkflow struct {
 	// InputFrom reads the JSON input from a ConfigMap or Secret key.
 	// +optional
 	InputFrom *GateInputSource `json:"inputFrom,omitempty"`
+	// Timeout bounds the gate run (its workflow execution timeout): a gate
+	// that has not finished by then fails, and the rollout stops.
+	// +optional
+	// +kubebuilder:default="1h"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }
 
 // GateInputSource selects a ConfigMap or Secret key holding JSON.
@@ -175,6 +187,34 @@ type SunsetSpec struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	DeleteDelay *metav1.Duration `json:"deleteDelay,omitempty"`
+}
+
+// DeletionPolicy says when the workers of a deleted TemporalWorkerDeployment go.
+// +kubebuilder:validation:Enum=WaitForDrain;Immediate
+type DeletionPolicy string
+
+const (
+	// DeletionWaitForDrain keeps every version's workers until Temporal
+	// reports it drained, so pinned workflows finish where they started.
+	DeletionWaitForDrain DeletionPolicy = "WaitForDrain"
+	// DeletionImmediate deletes the workers as soon as new workflows are
+	// routed away; open pinned workflows wait for workers that never come.
+	DeletionImmediate DeletionPolicy = "Immediate"
+)
+
+// DeletionSpec bounds how long a deletion waits for open workflows.
+type DeletionSpec struct {
+	// Policy is WaitForDrain (the default) or Immediate. It may be changed
+	// while the object is being deleted, to stop waiting.
+	// +optional
+	Policy DeletionPolicy `json:"policy,omitempty"`
+	// MaxDrainWait bounds WaitForDrain, counted from the deletion request:
+	// after it the workers are deleted even if workflows are still open.
+	// Unset waits until every version is drained.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	MaxDrainWait *metav1.Duration `json:"maxDrainWait,omitempty"`
 }
 
 // VersionStatus is where a version stands in Temporal.
@@ -226,7 +266,8 @@ type GateStatus struct {
 	BuildID    string `json:"buildID"`
 	WorkflowID string `json:"workflowID"`
 	RunID      string `json:"runID,omitempty"`
-	// Result is Running, Succeeded or Failed.
+	// Result is Running, Succeeded, Failed or Cancelled (the run was for
+	// a version that stopped being the target).
 	Result string `json:"result"`
 	// +optional
 	Message string `json:"message,omitempty"`

@@ -506,7 +506,7 @@ func (s *story) drainedInTemporal(ctx context.Context, twd *v1alpha1.TemporalWor
 	s.temporalAt = time.Now()
 	resp, err := s.o.Temporal.WorkflowService().DescribeWorkerDeploymentVersion(ctx, &workflowservice.DescribeWorkerDeploymentVersionRequest{
 		Namespace:         twd.Spec.WorkerOptions.TemporalNamespace,
-		DeploymentVersion: &deploymentpb.WorkerDeploymentVersion{DeploymentName: workerdeployment.DeploymentName(twd), BuildId: build},
+		DeploymentVersion: &deploymentpb.WorkerDeploymentVersion{DeploymentName: workerdeployment.WorkerDeploymentName(twd), BuildId: build},
 	})
 	if err != nil {
 		s.temporalSeen = "Temporal: " + err.Error()

@@ -41,6 +41,9 @@ type LongResult struct {
 type GateInput struct {
 	Fail    bool
 	Message string
+	// Hang makes the gate wait for FinishSignal before its verdict, so
+	// tests can see a gate time out or be cancelled.
+	Hang bool
 }
 
 // Activities run on the worker's build, which makes them the witness of
@@ -120,6 +123,9 @@ func RolloutGate(ctx workflow.Context, in GateInput) (string, error) {
 	id, err := whoAmI(ctx)
 	if err != nil {
 		return "", err
+	}
+	if in.Hang {
+		workflow.GetSignalChannel(ctx, FinishSignal).Receive(ctx, nil)
 	}
 	if in.Fail {
 		return "", fmt.Errorf("gate failed on %s: %s", id, in.Message)

@@ -25,6 +25,29 @@ const (
 	blocked
 )
 
+// State is where a rollout, or a deletion, stands after a plan.
+type State string
+
+const (
+	// StateMoving: the controller acts or waits on something that happens
+	// by itself (workers starting, a pause, a drain).
+	StateMoving State = "Moving"
+	// StateComplete: the target is current.
+	StateComplete State = "Complete"
+	// StateBlocked: nothing moves until a person, or an outage, changes.
+	StateBlocked State = "Blocked"
+)
+
+func (s progressState) exported() State {
+	switch s {
+	case done:
+		return StateComplete
+	case blocked:
+		return StateBlocked
+	}
+	return StateMoving
+}
+
 func movingBecause(reason, msg string) progress {
 	return progress{state: moving, reason: reason, message: msg}
 }

@@ -34,6 +34,23 @@
 //     they were superseded, never-registered ones at once; Deployments are
 //     deleted deleteDelay after reaching zero, and Temporal versions once
 //     their Deployment is gone and nothing polls them.
+//   - A Deployment whose workers were given another Temporal server than the
+//     connection names now (namespace IDs differ; without both, the address
+//     differs) is never moved, scaled down or deleted: its drainage there is
+//     unknown. A target on the old server blocks the rollout
+//     (TemporalServerChanged) until a new version is rolled out.
+//   - Every other Deployment follows the connection (a changed address or
+//     credentials roll its pods, draining versions included) and the
+//     spec's Deployment settings, unless another action touches it in the
+//     same pass.
+//
+// Once the TWD is being deleted (Input.Deletion), Plan plans its removal
+// instead, one step per call: routing moves to unversioned workers (ramp
+// first); under WaitForDrain each version keeps its workers until Temporal
+// reports it drained or spec.deletion.maxDrainWait has passed; then every
+// Deployment goes, each version once nothing polls it, the worker
+// deployment, and the finalizer. Without Temporal's state nothing is
+// deleted; another manager's routing is never touched (see planDeletion).
 //
 // Ready is true iff the target is current and its Deployment runs the
 // spec's template (a custom build ID's in-place update has rolled). Plan asks to be called again in

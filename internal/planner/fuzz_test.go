@@ -118,9 +118,12 @@ func fuzzInput(data []byte) Input {
 			}
 			d.TemplateHash = pick(s, "", "h1", "h2")
 			d.Rolling = s.intn(4) == 0
+			d.Server = pick(s, serverA, serverA, Server{Address: serverA.Address}, serverA2, serverB, Server{})
+			d.ConnectionStale, d.SettingsStale = s.bool(), s.intn(4) == 0
 			in.Deployments = append(in.Deployments, d)
 		}
 	}
+	in.Server = pick(s, serverA, serverA, Server{}, serverA2, serverB, Server{Address: serverB.Address})
 	if s.intn(5) != 0 {
 		ts := &TemporalState{
 			Exists:               s.intn(4) != 0,
@@ -153,15 +156,44 @@ func fuzzInput(data []byte) Input {
 	} else if s.bool() {
 		in.TemporalError = &Problem{Reason: "TemporalClientCreationFailed", Message: "dial failed"}
 	}
+	if s.intn(3) == 0 {
+		in.Deletion = &Deletion{
+			Object:               "ns/w",
+			RequestedAt:          t0.Add(s.offset()),
+			Policy:               pick(s, v1alpha1.DeletionWaitForDrain, v1alpha1.DeletionImmediate),
+			MaxDrainWait:         pick(s, 0, time.Minute, time.Hour),
+			StatusShowedVersions: s.bool(),
+		}
+		if s.intn(4) == 0 && in.Temporal == nil {
+			in.TemporalError = &Problem{Reason: v1alpha1.ReasonTemporalConnectionNotFound, Message: "no connection"}
+		}
+	}
 	if s.bool() {
 		in.Gate = &GateRun{BuildID: build(), Phase: pick(s, GateRunning, GateSucceeded, GateFailed, "Weird"), Message: "m"}
 	}
 	return in
 }
 
+// otherServer restates which Deployments run against another server than
+// the connection names: different namespace IDs, or without both IDs a
+// different address; nothing is known without a connection.
+func otherServer(in Input, d Deployment) bool {
+	cur := in.Server
+	if cur.Address == "" {
+		return false
+	}
+	if cur.NamespaceID != "" && d.Server.NamespaceID != "" {
+		return cur.NamespaceID != d.Server.NamespaceID
+	}
+	return cur.Address != d.Server.Address
+}
+
 // safetyViolations lists every broken safety rule. It only reads the input,
 // so it restates the rules independently of the planner's code.
 func safetyViolations(in Input, r Result) []error {
+	if in.Deletion != nil {
+		return deletionViolations(in, r)
+	}
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
@@ -190,7 +222,7 @@ func safetyViolations(in Input, r Result) []error {
 	routed := func(b string) bool { return ts != nil && b != "" && (ts.CurrentBuildID == b || ts.RampingBuildID == b) }
 	// mayLoseWorkers: Temporal says the version gets no work.
 	mayLoseWorkers := func(b string) bool {
-		if ts == nil || routed(b) {
+		if d, ok := depOf[b]; ts == nil || routed(b) || (ok && otherServer(in, d)) {
 			return false
 		}
 		v, ok := tv(b)
@@ -247,6 +279,24 @@ func safetyViolations(in Input, r Result) []error {
 			bad("two actions on Deployment %s", del.Name)
 		}
 		touched[del.Name] = true
+	}
+
+	for _, sy := range r.SyncDeployments {
+		d, ok := deps[sy.Name]
+		switch {
+		case !ok || d.BuildID != sy.BuildID:
+			bad("sync of unknown Deployment %+v", sy)
+		case otherServer(in, d):
+			bad("Deployment %s synced to the connection of another server than its workflows' (%+v -> %+v)", sy.Name, d.Server, in.Server)
+		case sy.Roll != d.ConnectionStale:
+			bad("sync of %s rolls = %v, its connection stale = %v", sy.Name, sy.Roll, d.ConnectionStale)
+		case touched[sy.Name] || (r.UpdateDeployment != nil && r.UpdateDeployment.Name == sy.Name):
+			bad("two actions on Deployment %s", sy.Name)
+		}
+		touched[sy.Name] = true
+	}
+	if d, ok := depOf[in.Spec.TargetBuildID]; ok && otherServer(in, d) && (r.Routing != nil || r.UpdateDeployment != nil || r.StartGate != nil) {
+		bad("the target's workers use another server, yet the plan routes to, updates or gates it: %+v", r)
 	}
 
 	if c := r.CreateDeployment; c != nil {
@@ -313,6 +363,12 @@ func safetyViolations(in Input, r Result) []error {
 		}
 	}
 
+	if c := r.CancelGate; c != nil {
+		if ts == nil || in.Gate == nil || in.Gate.Phase != GateRunning || c.BuildID != in.Gate.BuildID ||
+			(c.BuildID == in.Spec.TargetBuildID && in.Spec.GateWorkflowType != "") {
+			bad("cancelled gate %+v, observed %+v, target %s", c, in.Gate, in.Spec.TargetBuildID)
+		}
+	}
 	if g := r.StartGate; g != nil {
 		v, ok := tv(g.BuildID)
 		if g.BuildID != in.Spec.TargetBuildID || g.WorkflowType == "" || in.Spec.GateWorkflowType == "" || !ok || !v.HasPollers || !v.TaskQueuesReady {
@@ -328,7 +384,11 @@ func safetyViolations(in Input, r Result) []error {
 	}
 	targetDep, ok := depOf[in.Spec.TargetBuildID]
 	rolling := ok && (targetDep.Rolling || r.UpdateDeployment != nil && !r.UpdateDeployment.HashOnly)
-	if targetCurrent && (r.Ready.Status == metav1.ConditionTrue) == rolling {
+	if ok && otherServer(in, targetDep) {
+		if r.Ready.Status == metav1.ConditionTrue {
+			bad("Ready = True while the target's workers use another server")
+		}
+	} else if targetCurrent && (r.Ready.Status == metav1.ConditionTrue) == rolling {
 		bad("Ready = %s for a current target whose Deployment rolls a changed template: %v", r.Ready.Status, rolling)
 	}
 	if u := r.UpdateDeployment; u != nil && u.BuildID != in.Spec.TargetBuildID {
@@ -336,6 +396,113 @@ func safetyViolations(in Input, r Result) []error {
 	}
 	if r.Ready.Reason == "" || r.Progressing.Reason == "" || r.Ready.Message == "" {
 		bad("empty condition: %+v %+v", r.Ready, r.Progressing)
+	}
+	return errs
+}
+
+// deletionViolations restates the rules of a deletion: workers go only
+// once routing is off them and they are drained (or the policy or its
+// bound says so); Temporal is only changed by its manager; the finalizer
+// goes only when nothing of the TWD is left that the controller may remove.
+func deletionViolations(in Input, r Result) []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	ts, del := in.Temporal, in.Deletion
+	otherManager := ts != nil && ts.ManagerIdentity != "" && ts.ManagerIdentity != in.Identity
+	deps := map[string]Deployment{}
+	for _, d := range in.Deployments {
+		if _, ok := deps[d.BuildID]; !ok {
+			deps[d.BuildID] = d
+		}
+	}
+	status := func(b string) v1alpha1.VersionStatus {
+		switch {
+		case b == ts.CurrentBuildID:
+			return current
+		case b == ts.RampingBuildID:
+			return ramping
+		}
+		for _, v := range ts.Versions {
+			if v.BuildID == b {
+				return v.Status
+			}
+		}
+		return v1alpha1.VersionNotRegistered
+	}
+	drainedOrIdle := func(b string) bool {
+		if otherServer(in, deps[b]) {
+			return false
+		}
+		s := status(b)
+		return s == drained || s == inactive || s == v1alpha1.VersionNotRegistered
+	}
+
+	if r.RequeueAfter <= 0 || r.RequeueAfter > time.Minute {
+		bad("RequeueAfter = %s, want in (0, 1m]", r.RequeueAfter)
+	}
+	if r.CreateDeployment != nil || r.UpdateDeployment != nil || r.StartGate != nil || r.BecomeManager || len(r.SyncDeployments) > 0 {
+		bad("a rollout action while deleting: %+v", r)
+	}
+	if ts == nil && (r.Routing != nil || len(r.DeleteDeployments) > 0 || len(r.DeleteTemporalVersions) > 0 || r.DeleteWorkerDeployment) {
+		bad("Temporal unknown but deletion steps planned: %+v", r)
+	}
+	if rt := r.Routing; rt != nil {
+		if otherManager {
+			bad("routing written while %q manages the deployment", ts.ManagerIdentity)
+		}
+		if rt.BuildID != "" || (rt.Op != RemoveRamp && rt.Op != SetCurrent) {
+			bad("deletion routes to a version: %+v", rt)
+		}
+	}
+	if len(r.DeleteDeployments) > 0 {
+		routedOff := ts != nil && (otherManager || (ts.CurrentBuildID == "" && ts.RampingBuildID == ""))
+		if !routedOff || (otherManager && (ts.CurrentBuildID != "" || ts.RampingBuildID != "")) {
+			bad("Deployments deleted while new workflows are routed to the worker deployment: %+v", r.DeleteDeployments)
+		}
+		expired := del.MaxDrainWait > 0 && !in.Now.Before(del.RequestedAt.Add(del.MaxDrainWait))
+		if del.Policy != v1alpha1.DeletionImmediate && !expired {
+			for _, d := range r.DeleteDeployments {
+				if !drainedOrIdle(d.BuildID) {
+					bad("Deployment %s deleted under WaitForDrain while its version is %q", d.Name, status(d.BuildID))
+				}
+			}
+		}
+	}
+	for _, s := range r.Scale {
+		if s.Replicas == 0 {
+			bad("scaled %s to zero while deleting", s.Name)
+		}
+	}
+	for _, b := range r.DeleteTemporalVersions {
+		switch {
+		case otherManager:
+			bad("deleted version %s while %q manages the deployment", b, ts.ManagerIdentity)
+		case len(deps) > 0:
+			bad("deleted version %s while Deployments remain", b)
+		case b == ts.CurrentBuildID || b == ts.RampingBuildID:
+			bad("deleted version %s, which is routed", b)
+		}
+		for _, v := range ts.Versions {
+			if v.BuildID == b && v.HasPollers {
+				bad("deleted version %s, which has pollers", b)
+			}
+		}
+	}
+	if r.DeleteWorkerDeployment && (otherManager || len(deps) > 0 || len(ts.Versions) > 0 || !ts.Exists) {
+		bad("deleted the worker deployment with versions, Deployments or another manager: %+v", r)
+	}
+	if r.RemoveFinalizer {
+		switch {
+		case len(deps) > 0:
+			bad("finalizer removed while Deployments remain")
+		case ts == nil && (del.StatusShowedVersions || in.TemporalError == nil || in.TemporalError.Reason != v1alpha1.ReasonTemporalConnectionNotFound):
+			bad("finalizer removed without Temporal's state: %+v", in.TemporalError)
+		case ts != nil && !otherManager && len(ts.Versions) > 0:
+			bad("finalizer removed while Temporal holds versions")
+		}
+	}
+	if r.Ready.Status != metav1.ConditionFalse || r.Ready.Reason == "" || r.Progressing.Reason == "" || r.Ready.Message == "" {
+		bad("conditions while deleting: %+v %+v", r.Ready, r.Progressing)
 	}
 	return errs
 }

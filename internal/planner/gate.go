@@ -47,3 +47,26 @@ func gate(v *view, p *plan) (prog progress, hold bool) {
 		return movingBecause(v1alpha1.ReasonWaitingForPromotion, fmt.Sprintf("gate workflow %s running on version %s", typ, v.target)), true
 	}
 }
+
+// cancelStaleGate cancels a gate still running for a version that is no
+// longer the target, after the spec dropped its gate, or while the TWD is
+// deleted: nobody waits for its result any more, and it would keep that
+// version draining.
+func cancelStaleGate(v *view, p *plan) {
+	run := v.in.Gate
+	deleting := v.in.Deletion != nil
+	if run == nil || run.Phase != GateRunning || !v.known() ||
+		(!deleting && run.BuildID == v.target && v.in.Spec.GateWorkflowType != "") {
+		return
+	}
+	why := fmt.Sprintf("version %s is no longer the target", run.BuildID)
+	switch {
+	case deleting:
+		why = "the TemporalWorkerDeployment is being deleted"
+	case run.BuildID == v.target:
+		why = "spec.rollout.gate was removed"
+	}
+	p.res.CancelGate = &CancelGate{BuildID: run.BuildID}
+	p.event(EventNormal, EventCancelGate, fmt.Sprintf("cancelling the gate workflow running on version %s: %s", run.BuildID, why))
+	p.after(requeueTemporal)
+}

@@ -141,16 +141,22 @@ type expect struct {
 	Update         *UpdateDeployment
 	Scale          []Scale
 	Delete         []string // Deployment names
+	Sync           []SyncDeployment
 	Routing        *Routing
 	BecomeManager  bool
 	StartGate      *StartGate
+	CancelGate     *CancelGate
 	DeleteVersions []string
-	Ready          metav1.ConditionStatus
-	Reason         string // of Ready (and of Progressing unless the rollout is complete)
-	Progressing    metav1.ConditionStatus
-	Requeue        time.Duration
-	Events         []string // reasons, in order
-	Message        string   // substring of the Ready message
+	// Deletion only.
+	SkipDrainage           bool
+	DeleteWorkerDeployment bool
+	RemoveFinalizer        bool
+	Ready                  metav1.ConditionStatus
+	Reason                 string // of Ready (and of Progressing unless the rollout is complete)
+	Progressing            metav1.ConditionStatus
+	Requeue                time.Duration
+	Events                 []string // reasons, in order
+	Message                string   // substring of the Ready message
 }
 
 // withoutMessage drops the free-form message, which check tests apart.
@@ -185,6 +191,9 @@ func check(t *testing.T, in Input, want expect) Result {
 	if !reflect.DeepEqual(deleted, want.Delete) {
 		t.Errorf("DeleteDeployments = %v, want %v", deleted, want.Delete)
 	}
+	if !reflect.DeepEqual(got.SyncDeployments, want.Sync) {
+		t.Errorf("SyncDeployments = %+v, want %+v", got.SyncDeployments, want.Sync)
+	}
 	if !reflect.DeepEqual(got.Routing, want.Routing) {
 		t.Errorf("Routing = %+v, want %+v", got.Routing, want.Routing)
 	}
@@ -194,8 +203,15 @@ func check(t *testing.T, in Input, want expect) Result {
 	if !reflect.DeepEqual(got.StartGate, want.StartGate) {
 		t.Errorf("StartGate = %+v, want %+v", got.StartGate, want.StartGate)
 	}
+	if !reflect.DeepEqual(got.CancelGate, want.CancelGate) {
+		t.Errorf("CancelGate = %+v, want %+v", got.CancelGate, want.CancelGate)
+	}
 	if !reflect.DeepEqual(got.DeleteTemporalVersions, want.DeleteVersions) {
 		t.Errorf("DeleteTemporalVersions = %v, want %v", got.DeleteTemporalVersions, want.DeleteVersions)
+	}
+	if got.SkipDrainage != want.SkipDrainage || got.DeleteWorkerDeployment != want.DeleteWorkerDeployment || got.RemoveFinalizer != want.RemoveFinalizer {
+		t.Errorf("SkipDrainage, DeleteWorkerDeployment, RemoveFinalizer = %v, %v, %v, want %v, %v, %v",
+			got.SkipDrainage, got.DeleteWorkerDeployment, got.RemoveFinalizer, want.SkipDrainage, want.DeleteWorkerDeployment, want.RemoveFinalizer)
 	}
 	if got.Ready.Status != want.Ready || got.Ready.Reason != want.Reason {
 		t.Errorf("Ready = %s/%s (%s), want %s/%s", got.Ready.Status, got.Ready.Reason, got.Ready.Message, want.Ready, want.Reason)
@@ -230,3 +246,16 @@ const (
 	condTrue  = metav1.ConditionTrue
 	condFalse = metav1.ConditionFalse
 )
+
+// rolledOut: v2 is the target and current; v1, the old version, drains.
+func rolledOut(in *Input) {
+	in.Temporal.CurrentBuildID = "v2"
+	setVersion(in, version("v2", v1alpha1.VersionCurrent))
+	setVersion(in, version("v1", v1alpha1.VersionDraining))
+}
+
+// ready completes e with the conditions of a complete rollout.
+func ready(e expect) expect {
+	e.Ready, e.Reason, e.Progressing = condTrue, v1alpha1.ReasonRolloutComplete, condFalse
+	return e
+}

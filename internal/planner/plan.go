@@ -14,14 +14,29 @@ func Plan(in Input) Result {
 	v := newView(in)
 	p := &plan{}
 
+	if in.Deletion != nil {
+		prog := planDeletion(v, p)
+		cancelStaleGate(v, p)
+		p.res.State = prog.state.exported()
+		p.res.Ready, p.res.Progressing = conditions(prog)
+		p.res.Versions = versions(v)
+		p.res.RequeueAfter = p.requeueAfter()
+		return p.res
+	}
 	prog := planTarget(v, p)
 	planSunset(v, p)
+	planSync(v, p)
+	cancelStaleGate(v, p)
+	if prog.state == done {
+		prog.message += oldServerNote(v)
+	}
 
 	if p.res.Routing != nil && v.temporal().ManagerIdentity == "" {
 		p.res.BecomeManager = true
 		p.eventFirst(EventNormal, EventBecomeManager,
 			fmt.Sprintf("setting the manager identity of worker deployment %s to %q", v.deploymentName(), in.Identity))
 	}
+	p.res.State = prog.state.exported()
 	p.res.Ready, p.res.Progressing = conditions(prog)
 	p.res.Versions = versions(v)
 	p.res.RequeueAfter = p.requeueAfter()
@@ -99,6 +114,9 @@ func (v *view) deploymentName() string {
 func (v *view) status(build string) v1alpha1.VersionStatus {
 	if !v.known() || build == "" {
 		return ""
+	}
+	if d, ok := v.deps[build]; ok && v.onOtherServer(d) {
+		return v1alpha1.VersionUnknown // its workflows live on a server we do not read
 	}
 	t := v.in.Temporal
 	switch {

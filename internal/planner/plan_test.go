@@ -407,6 +407,20 @@ func TestGate(t *testing.T) {
 			want: expect{StartGate: start, Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue,
 				Requeue: time.Second, Events: []string{EventStartGate}},
 		},
+		"a run still going for an older target: cancelled, and the target's gate started": {
+			in: with(base(), gated, run("v1", GateRunning)),
+			want: expect{StartGate: start, CancelGate: &CancelGate{BuildID: "v1"}, Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion,
+				Progressing: condTrue, Requeue: time.Second, Events: []string{EventStartGate, EventCancelGate}},
+		},
+		"the spec dropped the gate while it runs: cancelled, and the rollout goes on": {
+			in: with(base(), run("v2", GateRunning)),
+			want: expect{Routing: &Routing{Op: SetCurrent, BuildID: "v2"}, CancelGate: &CancelGate{BuildID: "v2"}, Ready: condFalse,
+				Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue, Requeue: time.Second, Events: []string{EventPromote, EventCancelGate}},
+		},
+		"a running gate while Temporal is unknown: nothing cancelled": {
+			in:   with(base(), run("v1", GateRunning), func(in *Input) { in.Temporal = nil }),
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonTemporalStateFetchFailed, Progressing: condFalse, Requeue: 10 * time.Second},
+		},
 		"running: wait": {
 			in: with(base(), gated, run("v2", GateRunning)),
 			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue, Requeue: time.Second,
@@ -566,22 +580,12 @@ func TestRollback(t *testing.T) {
 }
 
 func TestSunset(t *testing.T) {
-	// v2 is the target and current; v1 is the old version.
-	rolledOut := func(in *Input) {
-		in.Temporal.CurrentBuildID = "v2"
-		setVersion(in, version("v2", current))
-		setVersion(in, version("v1", draining))
-	}
 	old := func(mod func(*TemporalVersion)) func(*Input) {
 		return func(in *Input) {
 			tv := version("v1", drained)
 			mod(&tv)
 			setVersion(in, tv)
 		}
-	}
-	ready := func(e expect) expect {
-		e.Ready, e.Reason, e.Progressing = condTrue, v1alpha1.ReasonRolloutComplete, condFalse
-		return e
 	}
 	scaleV1 := func(n int32, why ScaleReason) []Scale {
 		return []Scale{{Name: "worker-v1", BuildID: "v1", Replicas: n, Reason: why}}

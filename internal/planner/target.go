@@ -16,6 +16,9 @@ func planTarget(v *view, p *plan) progress {
 	dep, exists := v.deps[v.target]
 	rolling := false
 	if exists {
+		if v.onOtherServer(dep) {
+			return targetOnOtherServer(v, p, dep)
+		}
 		syncTargetReplicas(v, p, dep)
 		rolling = syncTargetTemplate(v, p, dep) || dep.Rolling
 	} else {

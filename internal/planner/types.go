@@ -32,6 +32,35 @@ type Input struct {
 	// (rollout complete), or as taken away by someone else. If it is not
 	// current now, someone else changed routing, and that is not undone.
 	TargetHadCompleted bool
+	// Server is the Temporal server the TWD's connection names now; zero
+	// when the connection could not be resolved.
+	Server Server
+	// Deletion is set once the TWD is being deleted: Plan then plans the
+	// deletion steps instead of a rollout.
+	Deletion *Deletion
+}
+
+// Server identifies a Temporal server as the workers see it.
+type Server struct {
+	// Address is the host:port the workers are given.
+	Address string
+	// NamespaceID is the Temporal namespace's ID there, "" when unknown.
+	// Two addresses of one server share it; two servers never do.
+	NamespaceID string
+}
+
+// Deletion is a deletion request and what spec.deletion asks of it.
+type Deletion struct {
+	// Object is the TWD's "namespace/name", for the commands messages give.
+	Object string
+	// RequestedAt is the TWD's deletion timestamp.
+	RequestedAt time.Time
+	Policy      v1alpha1.DeletionPolicy
+	// MaxDrainWait bounds the WaitForDrain policy; 0 is no bound.
+	MaxDrainWait time.Duration
+	// StatusShowedVersions: the TWD's status ever reported a version that
+	// Temporal may know.
+	StatusShowedVersions bool
 }
 
 // Spec is the part of the TWD spec that rollout rules read.
@@ -83,6 +112,14 @@ type Deployment struct {
 	// from (temporal.io/pod-template-spec-hash), another algorithm than
 	// ours, so it was made from a known template but cannot be compared.
 	MigratedHash bool
+	// Server is the Temporal server its workers were given.
+	Server Server
+	// ConnectionStale: the connection settings injected into its pods
+	// (address, credentials) differ from the connection's now.
+	ConnectionStale bool
+	// SettingsStale: minReadySeconds or progressDeadlineSeconds differ
+	// from the spec.
+	SettingsStale bool
 	// Rolling: a template change is still being rolled out (the Deployment
 	// controller has not seen the latest spec, or pods of an older
 	// template remain).
@@ -133,6 +170,9 @@ const (
 	GateRunning   GatePhase = "Running"
 	GateSucceeded GatePhase = "Succeeded"
 	GateFailed    GatePhase = "Failed"
+	// GateCancelled: the run was cancelled because its version stopped
+	// being the target.
+	GateCancelled GatePhase = "Cancelled"
 )
 
 // GateRun is a gate workflow run pinned to BuildID.
@@ -158,6 +198,9 @@ type Result struct {
 	UpdateDeployment  *UpdateDeployment
 	Scale             []Scale
 	DeleteDeployments []DeleteDeployment
+	// SyncDeployments bring versions on the connection's server up to
+	// date with it and with the spec's Deployment settings.
+	SyncDeployments []SyncDeployment
 	// BecomeManager: set the worker deployment's manager identity to
 	// Input.Identity before writing Routing.
 	BecomeManager bool
@@ -165,7 +208,21 @@ type Result struct {
 	Routing *Routing
 	// DeleteTemporalVersions are build IDs to delete from Temporal.
 	DeleteTemporalVersions []string
-	StartGate              *StartGate
+	// SkipDrainage: delete those versions even while Temporal reports them
+	// draining (deletion only: the wait for drainage was decided already).
+	SkipDrainage bool
+	// DeleteWorkerDeployment deletes the worker deployment from Temporal.
+	DeleteWorkerDeployment bool
+	// RemoveFinalizer: the deletion is complete once the other actions
+	// succeeded.
+	RemoveFinalizer bool
+	StartGate       *StartGate
+	// CancelGate cancels a running gate whose version is no longer the
+	// target (or whose gate the spec dropped).
+	CancelGate *CancelGate
+	// State says whether the rollout (or deletion) moves, is complete or
+	// is blocked; Ready and Progressing say the same for people.
+	State State
 	// Versions, sorted by build ID, for status.
 	Versions    []Version
 	Ready       Condition
@@ -173,6 +230,14 @@ type Result struct {
 	Events      []Event
 	// RequeueAfter is always positive.
 	RequeueAfter time.Duration
+}
+
+// Acts: the plan changes something in Kubernetes or Temporal. Every action
+// field of Result is listed here (a test checks it).
+func (r Result) Acts() bool {
+	return r.CreateDeployment != nil || r.UpdateDeployment != nil || len(r.Scale) > 0 || len(r.DeleteDeployments) > 0 ||
+		len(r.SyncDeployments) > 0 || r.BecomeManager || r.Routing != nil || len(r.DeleteTemporalVersions) > 0 || r.StartGate != nil || r.CancelGate != nil ||
+		r.DeleteWorkerDeployment || r.RemoveFinalizer
 }
 
 // CreateDeployment creates the target's Deployment.
@@ -215,11 +280,25 @@ type Scale struct {
 	Reason   ScaleReason
 }
 
-// DeleteDeployment deletes a Deployment that has been at zero for DeleteDelay.
+// DeleteDeployment deletes a Deployment that has been at zero for
+// DeleteDelay, or any Deployment of a TWD being deleted (Running).
 type DeleteDeployment struct {
 	Name    string
 	BuildID string
 	Reason  string
+	// Running: it may still have replicas; the executor refuses to delete
+	// a Deployment with replicas otherwise.
+	Running bool
+}
+
+// SyncDeployment re-applies the connection (address, credentials, the
+// namespace ID annotation) and the spec's minReadySeconds and
+// progressDeadlineSeconds to a version's Deployment. The build ID stays.
+type SyncDeployment struct {
+	Name    string
+	BuildID string
+	// Roll: the pod template changes, so its pods restart.
+	Roll bool
 }
 
 // RoutingOp is the kind of routing write.
@@ -245,6 +324,11 @@ type Routing struct {
 type StartGate struct {
 	BuildID      string
 	WorkflowType string
+}
+
+// CancelGate cancels the gate workflow run of BuildID.
+type CancelGate struct {
+	BuildID string
 }
 
 // Version is one version as status reports it.
@@ -282,20 +366,6 @@ type Event struct {
 	Message string
 }
 
-// Condition reasons. The error reasons appear on both Ready and Progressing.
-const (
-	ReasonRolloutComplete          = "RolloutComplete"
-	ReasonWaitingForPollers        = "WaitingForPollers"
-	ReasonWaitingForPromotion      = "WaitingForPromotion"
-	ReasonRamping                  = "Ramping"
-	ReasonTooManyVersions          = "TooManyVersions"
-	ReasonTemporalStateFetchFailed = "TemporalStateFetchFailed"
-	ReasonManagedByOtherIdentity   = "ManagedByOtherIdentity"
-	ReasonRoutingChangedExternally = "RoutingChangedExternally"
-	ReasonGateFailed               = "GateFailed"
-	ReasonPlanGenerationFailed     = "PlanGenerationFailed"
-)
-
 // Event reasons for actions. Warnings reuse the condition reasons.
 const (
 	EventCreateDeployment = "CreateDeployment"
@@ -309,5 +379,7 @@ const (
 	EventRemoveRamp       = "RemoveRamp"
 	EventRolledBack       = "RolledBack"
 	EventStartGate        = "StartGate"
+	EventCancelGate       = "CancelGate"
 	EventDeleteVersion    = "DeleteVersion"
+	EventSyncConnection   = "UpdateConnection"
 )

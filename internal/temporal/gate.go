@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -38,7 +39,9 @@ func GateWorkflowID(deploymentName, buildID string) string {
 // single argument as JSON, or nil for none. Starting again returns the
 // existing run, running or closed: a gate runs once per version (until
 // Temporal's retention removes the closed run).
-func (a *API) StartGate(ctx context.Context, deploymentName, buildID, taskQueue, workflowType string, input []byte) (workflowID, runID string, err error) {
+// timeout, when positive, is the run's execution timeout: Temporal ends a
+// run that has not finished by then, and it reads as a failed gate.
+func (a *API) StartGate(ctx context.Context, deploymentName, buildID, taskQueue, workflowType string, input []byte, timeout time.Duration) (workflowID, runID string, err error) {
 	workflowID = GateWorkflowID(deploymentName, buildID)
 	var args []any
 	if input != nil {
@@ -52,8 +55,9 @@ func (a *API) StartGate(ctx context.Context, deploymentName, buildID, taskQueue,
 		}))
 	}
 	run, err := a.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:        workflowID,
-		TaskQueue: taskQueue,
+		ID:                       workflowID,
+		TaskQueue:                taskQueue,
+		WorkflowExecutionTimeout: timeout,
 		// A running gate is joined; a closed one is not run again.
 		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
@@ -77,6 +81,17 @@ func (a *API) StartGate(ctx context.Context, deploymentName, buildID, taskQueue,
 		return workflowID, "", wrapErr("StartGate", deploymentName, buildID, err)
 	}
 	return workflowID, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(), nil
+}
+
+// CancelGate requests cancellation of the gate run of a version. A gate
+// that is gone or already closed is no error.
+func (a *API) CancelGate(ctx context.Context, deploymentName, buildID string) error {
+	err := a.c.CancelWorkflow(ctx, GateWorkflowID(deploymentName, buildID), "")
+	var nf *serviceerror.NotFound
+	if err == nil || errors.As(err, &nf) {
+		return nil
+	}
+	return wrapErr("CancelGate", deploymentName, buildID, err)
 }
 
 // GateStatus is a gate run as the planner's GateRun needs it.
@@ -145,6 +160,14 @@ func resultText(raw json.RawMessage) string {
 // failureText is the innermost meaningful message: the workflow's own
 // error for a failure, else the kind of ending.
 func failureText(st enumspb.WorkflowExecutionStatus, err error) string {
+	switch st {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
+		return "the gate workflow did not finish within spec.rollout.gate.timeout"
+	case enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
+		return "the gate workflow was cancelled"
+	case enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED:
+		return "the gate workflow was terminated: " + err.Error()
+	}
 	var app *temporal.ApplicationError
 	if errors.As(err, &app) {
 		return app.Message()

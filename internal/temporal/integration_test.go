@@ -235,7 +235,7 @@ func TestGate(t *testing.T) {
 	api := newAPI(ht, "rainbow-test-"+ht.Suffix)
 	name := "gate-" + ht.Suffix
 	tq := ht.TaskQueue("q")
-	_, _, err := api.StartGate(ctx, name, "v2", tq, demoworker.GateWorkflow, nil)
+	_, _, err := api.StartGate(ctx, name, "v2", tq, demoworker.GateWorkflow, nil, 0)
 	wantKind(ht, "gate pinned to a version nobody polls", err, ErrMissingTaskQueues)
 
 	startWorker(ht, name, "v1", tq)
@@ -251,7 +251,7 @@ func TestGate(t *testing.T) {
 	// does; until then Temporal refuses to pin.
 	var id, runID string
 	ht.Eventually(10*time.Second, "gate started on v2", func() (bool, string) {
-		id, runID, err = api.StartGate(ctx, name, "v2", tq, demoworker.GateWorkflow, nil)
+		id, runID, err = api.StartGate(ctx, name, "v2", tq, demoworker.GateWorkflow, nil, 0)
 		if errors.Is(err, ErrMissingTaskQueues) {
 			return false, err.Error()
 		}
@@ -260,7 +260,7 @@ func TestGate(t *testing.T) {
 		}
 		return true, ""
 	})
-	if _, again, err := api.StartGate(ctx, name, "v2", tq, demoworker.GateWorkflow, nil); err != nil || again != runID {
+	if _, again, err := api.StartGate(ctx, name, "v2", tq, demoworker.GateWorkflow, nil, 0); err != nil || again != runID {
 		t.Fatalf("second start while running: run %q (first %q), err %v", again, runID, err)
 	}
 	var gs GateStatus
@@ -271,12 +271,12 @@ func TestGate(t *testing.T) {
 	if gs.Phase != planner.GateSucceeded || gs.Message != "gate passed on v2" || gs.BuildID != "v2" || gs.RunID != runID {
 		t.Fatalf("gate = %+v", gs)
 	}
-	if _, again, err := api.StartGate(ctx, name, "v2", tq, demoworker.GateWorkflow, nil); err != nil || again != runID {
+	if _, again, err := api.StartGate(ctx, name, "v2", tq, demoworker.GateWorkflow, nil, 0); err != nil || again != runID {
 		t.Fatalf("start after it closed: run %q (first %q), err %v", again, runID, err)
 	}
 
 	ht.Eventually(10*time.Second, "gate started on v1", func() (bool, string) {
-		id, _, err = api.StartGate(ctx, name, "v1", tq, demoworker.GateWorkflow, []byte(`{"Fail":true,"Message":"x"}`))
+		id, _, err = api.StartGate(ctx, name, "v1", tq, demoworker.GateWorkflow, []byte(`{"Fail":true,"Message":"x"}`), 0)
 		if err != nil && !errors.Is(err, ErrMissingTaskQueues) {
 			t.Fatalf("StartGate v1: %v", err)
 		}
@@ -290,9 +290,52 @@ func TestGate(t *testing.T) {
 		t.Fatalf("failing gate = %+v", gs)
 	}
 
+	// A gate that does not finish within its timeout fails, and says why.
+	hang := []byte(`{"Hang":true}`)
+	if err := api.CancelGate(ctx, name, "v1"); err != nil {
+		t.Fatalf("cancelling a closed gate: %v", err)
+	}
+	timedOut := name + "-timeout"
+	startWorker(ht, timedOut, "v1", tq)
+	ht.Eventually(20*time.Second, "hanging gate started", func() (bool, string) {
+		id, _, err = api.StartGate(ctx, timedOut, "v1", tq, demoworker.GateWorkflow, hang, 2*time.Second)
+		if err != nil && !errors.Is(err, ErrMissingTaskQueues) {
+			t.Fatalf("StartGate: %v", err)
+		}
+		return err == nil, fmt.Sprint(err)
+	})
+	ht.Eventually(20*time.Second, "the hanging gate timed out", func() (bool, string) {
+		gs, err = api.GateResult(ctx, id)
+		return err == nil && gs.Phase != planner.GateRunning, fmt.Sprintf("%+v %v", gs, err)
+	})
+	if gs.Phase != planner.GateFailed || !strings.Contains(gs.Message, "spec.rollout.gate.timeout") {
+		t.Fatalf("timed-out gate = %+v, want Failed naming spec.rollout.gate.timeout", gs)
+	}
+
+	// A cancelled gate reads as failed, not as running forever.
+	cancelled := name + "-cancel"
+	startWorker(ht, cancelled, "v1", tq)
+	ht.Eventually(20*time.Second, "gate to cancel started", func() (bool, string) {
+		id, _, err = api.StartGate(ctx, cancelled, "v1", tq, demoworker.GateWorkflow, hang, 0)
+		if err != nil && !errors.Is(err, ErrMissingTaskQueues) {
+			t.Fatalf("StartGate: %v", err)
+		}
+		return err == nil, fmt.Sprint(err)
+	})
+	if err := api.CancelGate(ctx, cancelled, "v1"); err != nil {
+		t.Fatal(err)
+	}
+	ht.Eventually(20*time.Second, "the gate cancelled", func() (bool, string) {
+		gs, err = api.GateResult(ctx, id)
+		return err == nil && gs.Phase != planner.GateRunning, fmt.Sprintf("%+v %v", gs, err)
+	})
+	if gs.Phase != planner.GateFailed || !strings.Contains(gs.Message, "cancelled") {
+		t.Fatalf("cancelled gate = %+v", gs)
+	}
+
 	_, err = api.GateResult(ctx, GateWorkflowID(name, "never-started"))
 	wantKind(ht, "result of a gate never started", err, ErrNotFound)
-	_, _, err = api.StartGate(ctx, name, "v1", tq, demoworker.GateWorkflow, []byte(`{`))
+	_, _, err = api.StartGate(ctx, name, "v1", tq, demoworker.GateWorkflow, []byte(`{`), 0)
 	wantKind(ht, "invalid JSON input", err, ErrRefused)
 }
 

@@ -42,6 +42,9 @@ type pooled struct {
 	ready chan struct{} // closed once the dial finished
 	c     client.Client // set when ready and the dial succeeded
 	err   error         // set when ready and the dial failed
+	// namespaceID is the namespace's ID on the server dialed: it tells two
+	// servers apart when only an address changed.
+	namespaceID string
 }
 
 // NewPool returns an empty pool. identity is the Temporal identity of every
@@ -121,10 +124,10 @@ func (p *Pool) Get(ctx context.Context, owner string, params ConnectionParams) (
 
 // finishDial dials for every owner waiting on e.
 func (p *Pool) finishDial(ctx context.Context, key string, e *pooled, params ConnectionParams) {
-	c, err := p.connect(ctx, params)
+	c, nsID, err := p.connect(ctx, params)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	e.c, e.err = c, err
+	e.c, e.err, e.namespaceID = c, err, nsID
 	close(e.ready)
 	if err != nil {
 		p.dropFailedLocked(key, e)
@@ -243,10 +246,10 @@ func (p *Pool) options(params ConnectionParams) (client.Options, error) {
 	return opts, nil
 }
 
-func (p *Pool) connect(ctx context.Context, params ConnectionParams) (client.Client, error) {
+func (p *Pool) connect(ctx context.Context, params ConnectionParams) (client.Client, string, error) {
 	opts, err := p.options(params)
 	if err != nil {
-		return nil, fmt.Errorf("temporal connection %s: %w", params, err)
+		return nil, "", fmt.Errorf("temporal connection %s: %w", params, err)
 	}
 	// Detached: other owners may be waiting for this dial, and one
 	// reconcile's cancellation must not fail theirs.
@@ -254,17 +257,35 @@ func (p *Pool) connect(ctx context.Context, params ConnectionParams) (client.Cli
 	defer cancel()
 	c, err := p.dial(ctx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("connect to Temporal at %s: %w", params, err)
+		return nil, "", fmt.Errorf("connect to Temporal at %s: %w", params, err)
 	}
 	if _, err := c.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("Temporal at %s is not healthy: %w", params, err)
+		return nil, "", fmt.Errorf("Temporal at %s is not healthy: %w", params, err)
 	}
 	// The health check is not namespaced; this checks that the namespace
 	// exists and the credentials may use it.
-	if _, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: params.Namespace}); err != nil {
+	ns, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: params.Namespace})
+	if err != nil {
 		c.Close()
-		return nil, fmt.Errorf("Temporal at %s: namespace %q: %w", params, params.Namespace, err)
+		return nil, "", fmt.Errorf("Temporal at %s: namespace %q: %w", params, params.Namespace, err)
 	}
-	return c, nil
+	return c, ns.GetNamespaceInfo().GetId(), nil
+}
+
+// NamespaceID is the ID of the namespace owner's client was dialed for,
+// "" if owner has no dialed client.
+func (p *Pool) NamespaceID(owner string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e, ok := p.clients[p.owners[owner]]
+	if !ok {
+		return ""
+	}
+	select {
+	case <-e.ready:
+		return e.namespaceID
+	default:
+		return ""
+	}
 }

@@ -46,6 +46,10 @@ const (
 	// AnnotationScaledDownAt records when the controller scaled a finished
 	// version to zero (RFC 3339).
 	AnnotationScaledDownAt = "temporal.io/scaled-down-at"
+	// AnnotationNamespaceID records the ID of the Temporal namespace the
+	// workers were given, which tells a new address of the same server
+	// from another server.
+	AnnotationNamespaceID = "temporal.io/namespace-id"
 
 	tlsVolume    = "temporal-tls"
 	tlsMountPath = "/etc/temporal/tls"
@@ -147,6 +151,41 @@ func SetTemplate(d *appsv1.Deployment, twd *v1alpha1.TemporalWorkerDeployment, i
 	d.Spec.MinReadySeconds = twd.Spec.MinReadySeconds
 	d.Spec.ProgressDeadlineSeconds = twd.Spec.ProgressDeadlineSeconds
 	d.Annotations = merge(d.Annotations, map[string]string{AnnotationTemplateHash: buildid.TemplateHash(&twd.Spec.Template)})
+}
+
+// Sync brings a running version's Deployment up to date with the
+// connection (address, credentials; the pods roll) and with the spec's
+// minReadySeconds and progressDeadlineSeconds (nothing rolls), and records
+// namespaceID when known. It reports what changed. The build ID stays: the
+// workflow code did not change.
+func Sync(d *appsv1.Deployment, twd *v1alpha1.TemporalWorkerDeployment, id Identity, conn Connection, namespaceID string) (connectionChanged, settingsChanged bool) {
+	tpl := d.Spec.Template.DeepCopy()
+	ApplyConnection(tpl, id, conn)
+	connectionChanged = tpl.Annotations[AnnotationConnectionHash] != d.Spec.Template.Annotations[AnnotationConnectionHash]
+	d.Spec.Template = *tpl
+	minReady, deadline := twd.Spec.MinReadySeconds, twd.Spec.ProgressDeadlineSeconds
+	settingsChanged = d.Spec.MinReadySeconds != minReady || (deadline != nil && !ptr.Equal(d.Spec.ProgressDeadlineSeconds, deadline))
+	d.Spec.MinReadySeconds = minReady
+	if deadline != nil {
+		d.Spec.ProgressDeadlineSeconds = deadline
+	}
+	if namespaceID != "" {
+		d.Annotations = merge(d.Annotations, map[string]string{AnnotationNamespaceID: namespaceID})
+	}
+	return connectionChanged, settingsChanged
+}
+
+// Address is the Temporal address injected into the Deployment's workers,
+// "" if none.
+func Address(d *appsv1.Deployment) string {
+	for _, c := range d.Spec.Template.Spec.Containers {
+		for _, e := range c.Env {
+			if e.Name == workerenv.Address {
+				return e.Value
+			}
+		}
+	}
+	return ""
 }
 
 func selectorOf(twdName, buildID string) map[string]string {

@@ -1,15 +1,20 @@
 package harness
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 )
@@ -81,5 +86,29 @@ func (e *Env) InstallCRDs(ctx context.Context) error {
 			}
 		}
 	}
-	return nil
+	return e.installAdmissionPolicy(ctx, kube)
+}
+
+// installAdmissionPolicy applies config/crd/deletion-policy.yaml, which the
+// install ships with the CRDs.
+func (e *Env) installAdmissionPolicy(ctx context.Context, kube crclient.Client) error {
+	data, err := os.ReadFile(filepath.Join(e.Root, "config", "crd", "deletion-policy.yaml"))
+	if err != nil {
+		return err
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var obj unstructured.Unstructured
+		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("config/crd/deletion-policy.yaml: %w", err)
+		}
+		if obj.Object == nil {
+			continue
+		}
+		if err := kube.Patch(ctx, &obj, crclient.Apply, crclient.FieldOwner("rainbow-test"), crclient.ForceOwnership); err != nil {
+			return fmt.Errorf("apply %s %s: %w", obj.GetKind(), obj.GetName(), err)
+		}
+	}
 }

@@ -13,11 +13,13 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/workload"
 )
 
 // TestMissingConnectionThenBadSecret: a TWD naming a connection that does
@@ -280,18 +282,7 @@ func TestConnectionChangeRollsRunningVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	newAddr := net.JoinHostPort("localhost", port)
-	for {
-		var c v1alpha1.TemporalConnection
-		if err := r.Env.Kube.Get(context.Background(), crclient.ObjectKey{Namespace: r.Namespace, Name: "temporal"}, &c); err != nil {
-			t.Fatal(err)
-		}
-		c.Spec.HostPort = newAddr
-		if err := r.Env.Kube.Update(context.Background(), &c); err == nil {
-			break
-		} else if !apierrors.IsConflict(err) {
-			t.Fatal(err)
-		}
-	}
+	r.setConnectionAddress(newAddr)
 	r.Eventually(2*time.Minute, "the Deployment of "+v1+" rolled to the new address", func() (bool, string) {
 		d := r.deployment(v1)
 		if d == nil {
@@ -312,5 +303,71 @@ func TestConnectionChangeRollsRunningVersions(t *testing.T) {
 	r.waitCurrent(time.Minute, v1)
 	if got := r.hello(); !strings.Contains(got, v1) {
 		t.Fatalf("after the connection change Hello ran on %q, want %s", got, v1)
+	}
+}
+
+// TestConnectionToAnotherServerMovesNoWorkers: a version whose workers were
+// given another Temporal server (here: its Deployment records a foreign
+// namespace ID, as if the connection had pointed elsewhere when it was
+// created) keeps its workers and its address when the connection changes;
+// the rollout says why and how to go on, and a new version starts on the
+// connection's server while the old one is left running.
+func TestConnectionToAnotherServerMovesNoWorkers(t *testing.T) {
+	r := newRollout(env.NewTest(t), "otherserver")
+	r.create(r.spec("v1"))
+	v1 := r.buildID()
+	r.waitCurrent(2*time.Minute, v1)
+	d := r.deployment(v1)
+	if d.Annotations[workload.AnnotationNamespaceID] == "" {
+		t.Fatalf("Deployment %s does not record its Temporal namespace ID: %v", d.Name, d.Annotations)
+	}
+	patched := d.DeepCopy()
+	patched.Annotations[workload.AnnotationNamespaceID] = "another-server-namespace-id"
+	if err := r.Env.Kube.Patch(context.Background(), patched, crclient.MergeFrom(d)); err != nil {
+		t.Fatal(err)
+	}
+	got := r.waitCondition(time.Minute, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonTemporalServerChanged)
+	if c := findCondition(got, v1alpha1.ConditionReady); !strings.Contains(c.Message, "Roll out a new version") {
+		t.Fatalf("the condition does not say how to go on: %q", c.Message)
+	}
+
+	// A new address for the connection reaches no worker of the old server.
+	_, port, err := net.SplitHostPort(r.Env.Info.TemporalAddress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.setConnectionAddress(net.JoinHostPort("localhost", port))
+	r.setImage("v2")
+	v2 := r.buildID()
+	r.waitCurrent(3*time.Minute, v2)
+	got = r.waitFor(time.Minute, "the note on the old server's Deployment", func(twd *v1alpha1.TemporalWorkerDeployment) bool {
+		return strings.Contains(findCondition(twd, v1alpha1.ConditionReady).Message, "previous Temporal server")
+	})
+	if st := versionStatus(got, v1); st != v1alpha1.VersionUnknown {
+		t.Fatalf("version %s is %q, want Unknown: its workflows live on a server the controller does not read", v1, st)
+	}
+	r.holdsWorkers(10*time.Second, v1)
+	after := r.deployment(v1)
+	if !equality.Semantic.DeepEqual(after.Spec.Template, d.Spec.Template) {
+		t.Fatalf("the old server's Deployment %s was changed: its pods would have moved", after.Name)
+	}
+}
+
+// setConnectionAddress changes the test's TemporalConnection hostPort.
+func (r *rollout) setConnectionAddress(addr string) {
+	r.Helper()
+	for {
+		var c v1alpha1.TemporalConnection
+		if err := r.Env.Kube.Get(context.Background(), crclient.ObjectKey{Namespace: r.Namespace, Name: "temporal"}, &c); err != nil {
+			r.Fatal(err)
+		}
+		c.Spec.HostPort = addr
+		err := r.Env.Kube.Update(context.Background(), &c)
+		if err == nil {
+			return
+		}
+		if !apierrors.IsConflict(err) {
+			r.Fatal(err)
+		}
 	}
 }

@@ -33,7 +33,8 @@ func TestKustomizeConfigDefault(t *testing.T) {
 		}
 		kinds[obj.GetKind()]++
 		switch obj.GetKind() {
-		case "Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding":
+		case "Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
+			"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
 		default:
 			if obj.GetNamespace() != "rainbow-system" {
 				t.Errorf("%s %s is in namespace %q, want rainbow-system", obj.GetKind(), obj.GetName(), obj.GetNamespace())
@@ -47,7 +48,8 @@ func TestKustomizeConfigDefault(t *testing.T) {
 		}
 	}
 	want := map[string]int{"Namespace": 1, "CustomResourceDefinition": 2, "ServiceAccount": 1, "ClusterRole": 1,
-		"ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1, "Deployment": 1}
+		"ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1, "Deployment": 1,
+		"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1}
 	for k, n := range want {
 		if kinds[k] != n {
 			t.Errorf("%d %s objects, want %d (all: %v)", kinds[k], k, n, kinds)

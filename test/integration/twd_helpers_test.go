@@ -120,7 +120,7 @@ func (r *rollout) buildID() string {
 }
 
 func (r *rollout) deploymentName() string {
-	return workerdeployment.DeploymentName(&v1alpha1.TemporalWorkerDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Name}})
+	return workerdeployment.WorkerDeploymentName(&v1alpha1.TemporalWorkerDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Name}})
 }
 
 // describe summarises status for failure messages.

@@ -22,8 +22,7 @@ import (
 
 // Event reasons for what the executor does beyond the plan.
 const (
-	eventUpdateConnection = "UpdateConnection"
-	eventActionFailed     = v1alpha1.ReasonPlanExecutionFailed
+	eventActionFailed = v1alpha1.ReasonPlanExecutionFailed
 )
 
 // outcome is how applying a plan went.
@@ -71,14 +70,12 @@ func (r *Reconciler) act(ctx context.Context, o *observation, res planner.Result
 	for _, del := range res.DeleteDeployments {
 		touched[del.BuildID] = true
 		if d := o.deployments[del.BuildID]; d != nil {
-			r.kubeErr(&out, deleteDeployment(ctx, r.Client, d))
+			r.kubeErr(&out, deleteDeployment(ctx, r.Client, d, del))
 		}
 	}
-	if o.conn != nil {
-		for build, d := range o.deployments {
-			if !touched[build] {
-				r.kubeErr(&out, r.syncConnection(ctx, o, d))
-			}
+	for _, sy := range res.SyncDeployments {
+		if d := o.deployments[sy.BuildID]; d != nil && o.conn != nil {
+			r.kubeErr(&out, r.syncDeployment(ctx, o, d, sy))
 		}
 	}
 
@@ -102,6 +99,9 @@ func (r *Reconciler) kubeErr(out *outcome, err error) {
 
 func (r *Reconciler) createDeployment(ctx context.Context, o *observation, c *planner.CreateDeployment) error {
 	d := workload.NewDeployment(o.twd, identity(o, c.BuildID), o.conn.Workers, ptr.To(c.Replicas))
+	if id := o.input.Server.NamespaceID; id != "" {
+		metav1.SetMetaDataAnnotation(&d.ObjectMeta, workload.AnnotationNamespaceID, id)
+	}
 	err := r.Client.Create(ctx, d)
 	if apierrors.IsAlreadyExists(err) {
 		return nameTaken(ctx, r.Client, o.twd, d.Name, c.BuildID)
@@ -160,35 +160,13 @@ func (r *Reconciler) updateTemplate(ctx context.Context, o *observation, d *apps
 	return nil
 }
 
-// syncConnection rolls a changed connection (address, credentials) to a
-// running version, and applies spec.minReadySeconds and
-// spec.progressDeadlineSeconds. The build ID stays: the workflow code did
-// not change.
-func (r *Reconciler) syncConnection(ctx context.Context, o *observation, d *appsv1.Deployment) error {
-	build := d.Labels[workload.LabelBuildID]
-	tpl := d.Spec.Template.DeepCopy()
-	workload.ApplyConnection(tpl, identity(o, build), o.conn.Workers)
-	key := workload.AnnotationConnectionHash
-	connChanged := tpl.Annotations[key] != d.Spec.Template.Annotations[key]
-	// These two Deployment settings roll nothing, so every version follows
-	// the spec at once.
-	minReady, deadline := o.twd.Spec.MinReadySeconds, o.twd.Spec.ProgressDeadlineSeconds
-	settingsChanged := d.Spec.MinReadySeconds != minReady || (deadline != nil && !ptr.Equal(d.Spec.ProgressDeadlineSeconds, deadline))
-	if !connChanged && !settingsChanged {
-		return nil
-	}
+// syncDeployment applies the plan's SyncDeployment: the connection, the
+// Deployment settings and the namespace ID annotation.
+func (r *Reconciler) syncDeployment(ctx context.Context, o *observation, d *appsv1.Deployment, sy planner.SyncDeployment) error {
 	patched := d.DeepCopy()
-	patched.Spec.Template = *tpl
-	patched.Spec.MinReadySeconds = minReady
-	if deadline != nil {
-		patched.Spec.ProgressDeadlineSeconds = deadline
-	}
+	workload.Sync(patched, o.twd, identity(o, sy.BuildID), o.conn.Workers, o.input.Server.NamespaceID)
 	if err := r.Client.Patch(ctx, patched, client.MergeFromWithOptions(d, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("update the connection settings of Deployment %s: %w", d.Name, err)
-	}
-	if connChanged {
-		r.event(o.twd, corev1.EventTypeNormal, eventUpdateConnection,
-			"rolling Deployment %s of version %s to the changed TemporalConnection %s", d.Name, build, o.conn.Object.Name)
 	}
 	return nil
 }
@@ -220,13 +198,24 @@ func (r *Reconciler) actTemporal(ctx context.Context, o *observation, res planne
 			temporalErr(out, err)
 		}
 	}
+	if c := res.CancelGate; c != nil {
+		if err := o.api.CancelGate(ctx, o.deploymentName, c.BuildID); err != nil {
+			out.fail(err)
+		} else if out.gate != nil && out.gate.BuildID == c.BuildID {
+			out.gate.Result, out.gate.Message = string(planner.GateCancelled), "cancelled: version "+c.BuildID+" no longer needs it"
+		}
+	}
 	if g := res.StartGate; g != nil {
 		if err := r.startGate(ctx, o, g, out); err != nil {
 			out.fail(err)
 		}
 	}
 	for _, b := range res.DeleteTemporalVersions {
-		err := o.api.DeleteVersion(ctx, o.deploymentName, b)
+		del := o.api.DeleteVersion
+		if res.SkipDrainage {
+			del = o.api.DeleteVersionSkipDrainage
+		}
+		err := del(ctx, o.deploymentName, b)
 		if errors.Is(err, temporal.ErrVersionInUse) || errors.Is(err, temporal.ErrNotFound) {
 			// Temporal's own check is the last word: a poller or workflow
 			// appeared since we looked. Nothing to do.
@@ -234,6 +223,11 @@ func (r *Reconciler) actTemporal(ctx context.Context, o *observation, res planne
 			continue
 		}
 		temporalErr(out, err)
+	}
+	if res.DeleteWorkerDeployment {
+		if err := o.api.DeleteDeployment(ctx, o.deploymentName); err != nil && !errors.Is(err, temporal.ErrNotFound) {
+			temporalErr(out, err)
+		}
 	}
 }
 
@@ -268,7 +262,11 @@ func (r *Reconciler) startGate(ctx context.Context, o *observation, g *planner.S
 	if err != nil {
 		return err
 	}
-	id, run, err := o.api.StartGate(ctx, o.deploymentName, g.BuildID, queue, g.WorkflowType, input)
+	var timeout time.Duration
+	if t := o.twd.Spec.Rollout.Gate.Timeout; t != nil {
+		timeout = t.Duration
+	}
+	id, run, err := o.api.StartGate(ctx, o.deploymentName, g.BuildID, queue, g.WorkflowType, input, timeout)
 	if err != nil {
 		return err
 	}

@@ -35,9 +35,13 @@ func scaleDeployment(ctx context.Context, c client.Client, d *appsv1.Deployment,
 }
 
 // deleteDeployment deletes a version's Deployment only if it is still the
-// object the planner saw (same UID and resource version) and at zero.
-func deleteDeployment(ctx context.Context, c client.Client, d *appsv1.Deployment) error {
-	if replicasOf(d) != 0 {
+// object the planner saw (same UID and resource version) and, unless the
+// plan says it may still run (its TWD is being deleted), at zero.
+func deleteDeployment(ctx context.Context, c client.Client, d *appsv1.Deployment, del planner.DeleteDeployment) error {
+	if !d.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	if replicasOf(d) != 0 && !del.Running {
 		return fmt.Errorf("refusing to delete Deployment %s: it has %d replicas", d.Name, replicasOf(d))
 	}
 	err := c.Delete(ctx, d, client.Preconditions{UID: &d.UID, ResourceVersion: &d.ResourceVersion},

@@ -67,7 +67,7 @@ func TestScaleFailsOnStaleObservation(t *testing.T) {
 
 func TestDeleteRefusesRunningDeployment(t *testing.T) {
 	d := deployment(nil)
-	if err := deleteDeployment(context.Background(), fake.NewClientBuilder().WithObjects(d).Build(), d); err == nil {
+	if err := deleteDeployment(context.Background(), fake.NewClientBuilder().WithObjects(d).Build(), d, planner.DeleteDeployment{Name: d.Name}); err == nil {
 		t.Fatal("deleted a Deployment with replicas")
 	}
 }

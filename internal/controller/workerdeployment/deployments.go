@@ -49,6 +49,7 @@ func plannerDeployment(d *appsv1.Deployment) planner.Deployment {
 		Rolling:      (d.Status.ObservedGeneration > 0 && d.Status.ObservedGeneration < d.Generation) || d.Status.Replicas > d.Status.UpdatedReplicas,
 		TemplateHash: d.Annotations[workload.AnnotationTemplateHash],
 		MigratedHash: d.Annotations[workload.AnnotationMigratedTemplateHash] != "",
+		Server:       planner.Server{Address: workload.Address(d), NamespaceID: d.Annotations[workload.AnnotationNamespaceID]},
 	}
 	if pd.Replicas == 0 {
 		if t, err := time.Parse(time.RFC3339, d.Annotations[workload.AnnotationScaledDownAt]); err == nil {

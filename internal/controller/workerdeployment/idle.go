@@ -9,7 +9,6 @@ import (
 
 	"golang.org/x/sync/singleflight"
 	appsv1 "k8s.io/api/apps/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
@@ -178,9 +177,7 @@ func keyOf(twd *v1alpha1.TemporalWorkerDeployment) types.NamespacedName {
 // drains and none waits to be deleted from Temporal (drainage and pollers
 // show only in a describe).
 func idle(res planner.Result) bool {
-	if res.Ready.Status != metav1.ConditionTrue || res.CreateDeployment != nil || res.UpdateDeployment != nil ||
-		len(res.Scale) > 0 || len(res.DeleteDeployments) > 0 || res.Routing != nil || res.BecomeManager ||
-		len(res.DeleteTemporalVersions) > 0 || res.StartGate != nil {
+	if res.State != planner.StateComplete || res.Acts() {
 		return false
 	}
 	for _, v := range res.Versions {

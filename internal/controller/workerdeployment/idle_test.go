@@ -18,6 +18,7 @@ import (
 func TestIdleOnlyWhenNothingMoves(t *testing.T) {
 	done := func(mut func(*planner.Result)) planner.Result {
 		r := planner.Result{
+			State:    planner.StateComplete,
 			Ready:    planner.Condition{Status: metav1.ConditionTrue},
 			Versions: []planner.Version{{BuildID: "v2", Status: v1alpha1.VersionCurrent, Deployment: "w-v2"}, {BuildID: "v1", Status: v1alpha1.VersionDrained, Deployment: "w-v1"}},
 		}
@@ -31,7 +32,7 @@ func TestIdleOnlyWhenNothingMoves(t *testing.T) {
 		want bool
 	}{
 		"complete, old version drained":                  {done(nil), true},
-		"rollout not complete":                           {done(func(r *planner.Result) { r.Ready.Status = metav1.ConditionFalse }), false},
+		"rollout not complete":                           {done(func(r *planner.Result) { r.State, r.Ready.Status = planner.StateMoving, metav1.ConditionFalse }), false},
 		"a version drains":                               {done(func(r *planner.Result) { r.Versions[1].Status = v1alpha1.VersionDraining }), false},
 		"a version's status unknown":                     {done(func(r *planner.Result) { r.Versions[1].Status = "" }), false},
 		"a version waits for its deletion from Temporal": {done(func(r *planner.Result) { r.Versions[1].Deployment = "" }), false},

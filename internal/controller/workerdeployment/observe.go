@@ -15,6 +15,7 @@ import (
 	"github.com/rainbow-deploy/rainbow/internal/connection"
 	"github.com/rainbow-deploy/rainbow/internal/planner"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
+	"github.com/rainbow-deploy/rainbow/internal/workload"
 )
 
 // observation is everything one reconcile knows, gathered before deciding.
@@ -42,8 +43,8 @@ type observation struct {
 	reused bool
 }
 
-// DeploymentName is the Temporal worker deployment name of a TWD.
-func DeploymentName(twd *v1alpha1.TemporalWorkerDeployment) string {
+// WorkerDeploymentName is the Temporal worker deployment name of a TWD.
+func WorkerDeploymentName(twd *v1alpha1.TemporalWorkerDeployment) string {
 	if n := twd.Spec.WorkerOptions.DeploymentName; n != "" {
 		return n
 	}
@@ -56,7 +57,7 @@ func DeploymentName(twd *v1alpha1.TemporalWorkerDeployment) string {
 func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDeployment, now time.Time) (*observation, error) {
 	o := &observation{
 		twd:            twd,
-		deploymentName: DeploymentName(twd),
+		deploymentName: WorkerDeploymentName(twd),
 		targetBuildID:  buildid.Of(&twd.Spec),
 		details:        map[string]temporal.VersionDetail{},
 	}
@@ -71,6 +72,7 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 		DeploymentName:     o.deploymentName,
 		Spec:               plannerSpec(twd, o.targetBuildID, r.MaxVersions),
 		TargetHadCompleted: targetHadCompleted(twd, o.targetBuildID),
+		Deletion:           deletion(twd),
 	}
 	for _, d := range deps {
 		o.input.Deployments = append(o.input.Deployments, plannerDeployment(d))
@@ -86,6 +88,11 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 		return o, nil
 	}
 	o.conn = conn
+	o.input.Server = planner.Server{Address: conn.Workers.Address}
+	for i := range o.input.Deployments {
+		pd := &o.input.Deployments[i]
+		pd.ConnectionStale, pd.SettingsStale = workload.Sync(o.deployments[pd.BuildID].DeepCopy(), twd, identity(o, pd.BuildID), conn.Workers, "")
+	}
 	c, err := r.Pool.Get(ctx, ownerKey(twd), conn.Params)
 	if err != nil {
 		o.input.TemporalError = &planner.Problem{
@@ -97,14 +104,21 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 	}
 	o.api = temporal.NewAPI(c, conn.Params.Namespace, r.Pool.Identity())
 	o.connKey = conn.Params.Key()
-	if state, token, ok := r.idle.reuse(ctx, o, o.connKey, now); ok {
-		o.input.Temporal, o.token, o.reused = state, token, true
-		if twd.Spec.Rollout.Gate != nil {
-			o.gate = twd.Status.Gate.DeepCopy() // the target is current: its gate is settled
+	o.input.Server.NamespaceID = r.Pool.NamespaceID(ownerKey(twd))
+	if o.input.Deletion == nil {
+		if state, token, ok := r.idle.reuse(ctx, o, o.connKey, now); ok {
+			o.input.Temporal, o.token, o.reused = state, token, true
+			if twd.Spec.Rollout.Gate != nil {
+				o.gate = twd.Status.Gate.DeepCopy() // the target is current: its gate is settled
+			}
+			return o, nil
 		}
-		return o, nil
 	}
-	if err := r.observeTemporal(ctx, o); err != nil {
+	observeTemporal := r.observeTemporal
+	if o.input.Deletion != nil {
+		observeTemporal = r.observeDeletion
+	}
+	if err := observeTemporal(ctx, o); err != nil {
 		if errors.Is(err, temporal.ErrBusy) {
 			o.retryBusy = temporal.RetryAfter(err)
 		}
@@ -153,6 +167,34 @@ func (r *Reconciler) observeTemporal(ctx context.Context, o *observation) error 
 	return r.observeGate(ctx, o)
 }
 
+// observeDeletion describes the worker deployment and, for the versions
+// whose Deployment is gone, whether anything still polls them: Temporal
+// refuses to delete a polled version.
+func (r *Reconciler) observeDeletion(ctx context.Context, o *observation) error {
+	state, token, err := o.api.Describe(ctx, o.deploymentName)
+	if err != nil {
+		return err
+	}
+	o.token, o.input.Temporal = token, state
+	for i := range state.Versions {
+		v := &state.Versions[i]
+		v.HasPollers, v.TaskQueuesReady = true, true
+		if o.deployments[v.BuildID] != nil || v.BuildID == state.CurrentBuildID || v.BuildID == state.RampingBuildID {
+			continue
+		}
+		d, err := o.api.DescribeVersion(ctx, o.deploymentName, v.BuildID)
+		switch {
+		case errors.Is(err, temporal.ErrNotFound):
+			v.HasPollers = false
+		case err != nil:
+			return err
+		default:
+			v.HasPollers = d.HasPollers
+		}
+	}
+	return nil
+}
+
 // describeTarget fills what the planner checks before routing to the
 // target: its pollers, and that it polls every task queue of the current
 // version (Temporal refuses the routing change otherwise).
@@ -179,6 +221,16 @@ func (r *Reconciler) describeTarget(ctx context.Context, o *observation, v *plan
 // status is final (a gate runs once per version), so it costs no RPC.
 func (r *Reconciler) observeGate(ctx context.Context, o *observation) error {
 	g := o.twd.Spec.Rollout.Gate
+	if prev := o.twd.Status.Gate; prev != nil && prev.Result == string(planner.GateRunning) &&
+		(prev.BuildID != o.targetBuildID || g == nil) {
+		// Still running for a version that no longer needs it: the
+		// planner cancels it, and status keeps it until then.
+		o.gate = prev.DeepCopy()
+		o.input.Gate = &planner.GateRun{BuildID: prev.BuildID, Phase: planner.GateRunning}
+		if g == nil {
+			return nil
+		}
+	}
 	if g == nil {
 		return nil
 	}

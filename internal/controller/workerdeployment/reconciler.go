@@ -34,9 +34,6 @@ import (
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
 )
 
-// Finalizer holds a TWD until its versions are gone from Temporal.
-const Finalizer = "temporal.io/worker-deployment-cleanup"
-
 const (
 	// retryConflict: a write lost a race; the next observation is fresh.
 	retryConflict = time.Second
@@ -62,7 +59,8 @@ type Reconciler struct {
 	// slow Temporal call for one never delays another's rollout step.
 	Workers int
 
-	idle idleCache
+	idle      idleCache
+	throttled throttles
 }
 
 // +kubebuilder:rbac:groups=temporal.io,resources=temporalworkerdeployments,verbs=get;list;watch;update;patch
@@ -123,15 +121,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if apierrors.IsNotFound(err) {
 			forgetMetrics(req.Namespace, req.Name)
 			r.idle.forget(req.NamespacedName)
+			r.throttled.clear(req.NamespacedName)
 			r.Pool.Forget(ownerKey(&v1alpha1.TemporalWorkerDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name}}))
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, err
 	}
-	if !twd.DeletionTimestamp.IsZero() {
-		return r.finalize(ctx, &twd)
-	}
-	if !controllerutil.ContainsFinalizer(&twd, Finalizer) {
+	deleting := !twd.DeletionTimestamp.IsZero()
+	switch {
+	case deleting && !controllerutil.ContainsFinalizer(&twd, Finalizer):
+		return reconcile.Result{}, nil
+	case !deleting && !controllerutil.ContainsFinalizer(&twd, Finalizer):
 		patched := twd.DeepCopy()
 		controllerutil.AddFinalizer(patched, Finalizer)
 		if err := r.Client.Patch(ctx, patched, client.MergeFromWithOptions(&twd, client.MergeFromWithOptimisticLock{})); err != nil {
@@ -146,16 +146,32 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	if o.retryBusy > 0 {
-		// A throttled read is no outage: keep the status as it is and
-		// look again shortly.
-		return reconcile.Result{RequeueAfter: o.retryBusy}, nil
+		th := r.throttled.note(req.NamespacedName, now)
+		next := throttleBackoff(o.retryBusy, th.attempts, randomJitter())
+		if twd.Status.ObservedGeneration == twd.Generation && !deleting {
+			// A throttled read is no outage: the status of this spec
+			// stands, and says how long the throttle has lasted.
+			if err := r.writeStatus(ctx, &twd, throttledStatus(twd.Status, th, next, now)); err != nil {
+				return reconcile.Result{}, err
+			}
+			return reconcile.Result{RequeueAfter: next}, nil
+		}
+		// A spec not acted on yet: plan without Temporal's state (nothing
+		// is routed, scaled down or deleted) so status describes it.
+		o.input.TemporalError.Message = fmt.Sprintf("%s%s: %s", throttleNote, now.Sub(th.since).Round(time.Second), o.input.TemporalError.Message)
+		o.retryBusy = next
+	} else {
+		r.throttled.clear(req.NamespacedName)
 	}
 	res := planner.Plan(o.input)
 	out := r.act(ctx, o, res, now)
 	r.recordEvents(o, res, out)
 
+	if res.RemoveFinalizer && len(out.failed) == 0 && !out.retrySoon {
+		return reconcile.Result{}, r.removeFinalizer(ctx, &twd)
+	}
 	switch {
-	case len(out.failed) > 0 || out.retrySoon:
+	case deleting || len(out.failed) > 0 || out.retrySoon:
 		r.idle.forget(keyOf(&twd))
 	case !o.reused:
 		r.idle.remember(ctx, o, o.connKey, res, now)
@@ -164,6 +180,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 
 	requeue := res.RequeueAfter
+	if o.retryBusy > 0 {
+		requeue = o.retryBusy
+	}
 	if out.retrySoon {
 		requeue = min(requeue, retryConflict)
 	}
@@ -175,6 +194,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			Message: msg + "; the controller retries, and the Deployment and Temporal stay as they were for the failed steps"}
 		res.Ready, res.Progressing = failed, failed
 		requeue = min(requeue, retryFailed)
+		if deleting {
+			requeue = min(requeue, retryDeleting)
+		}
 	}
 	before := twd.Status.Conditions
 	status := newStatus(twd.Status, twd.Generation, res, out.gate, taskQueues(o), now)

@@ -21,8 +21,8 @@ func TestNewStatusPlacesVersions(t *testing.T) {
 			{BuildID: "v0", Status: v1alpha1.VersionDrained, Deployment: "w-v0"},
 			{BuildID: "v2", Status: v1alpha1.VersionRamping, Deployment: "w-v2", Target: true, RampPercentage: ptr.To[int32](20)},
 		},
-		Ready:       planner.Condition{Status: metav1.ConditionFalse, Reason: planner.ReasonRamping, Message: "ramping"},
-		Progressing: planner.Condition{Status: metav1.ConditionTrue, Reason: planner.ReasonRamping, Message: "ramping"},
+		Ready:       planner.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonRamping, Message: "ramping"},
+		Progressing: planner.Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonRamping, Message: "ramping"},
 	}
 	st := newStatus(v1alpha1.TemporalWorkerDeploymentStatus{}, 7, res, nil, nil, t0)
 	if st.TargetVersion.BuildID != "v2" || *st.TargetVersion.RampPercentage != 20 || st.CurrentVersion.BuildID != "v1" {
@@ -35,7 +35,7 @@ func TestNewStatusPlacesVersions(t *testing.T) {
 		t.Errorf("deprecated = %+v", st.DeprecatedVersions)
 	}
 	ready := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady)
-	if ready == nil || ready.Reason != planner.ReasonRamping || ready.ObservedGeneration != 7 || st.ObservedGeneration != 7 {
+	if ready == nil || ready.Reason != v1alpha1.ReasonRamping || ready.ObservedGeneration != 7 || st.ObservedGeneration != 7 {
 		t.Errorf("ready = %+v, observedGeneration %d", ready, st.ObservedGeneration)
 	}
 }
@@ -47,8 +47,8 @@ func TestNewStatusKeepsLastKnownWhenTemporalIsUnknown(t *testing.T) {
 	}
 	res := planner.Result{
 		Versions:    []planner.Version{{BuildID: "v1", Target: true}},
-		Ready:       planner.Condition{Status: metav1.ConditionFalse, Reason: planner.ReasonTemporalStateFetchFailed, Message: "x"},
-		Progressing: planner.Condition{Status: metav1.ConditionFalse, Reason: planner.ReasonTemporalStateFetchFailed, Message: "x"},
+		Ready:       planner.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonTemporalStateFetchFailed, Message: "x"},
+		Progressing: planner.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonTemporalStateFetchFailed, Message: "x"},
 	}
 	st := newStatus(old, 1, res, nil, nil, t0)
 	if st.TargetVersion.Status != v1alpha1.VersionCurrent || !st.TargetVersion.HealthySince.Equal(&healthy) {
@@ -60,8 +60,8 @@ func TestNewStatusKeepsLastKnownWhenTemporalIsUnknown(t *testing.T) {
 }
 
 func TestConditionTransitionTimeKeptWhileStatusHolds(t *testing.T) {
-	cond := planner.Condition{Status: metav1.ConditionTrue, Reason: planner.ReasonRolloutComplete, Message: "done"}
-	res := planner.Result{Ready: cond, Progressing: planner.Condition{Status: metav1.ConditionFalse, Reason: planner.ReasonRolloutComplete, Message: "done"}}
+	cond := planner.Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonRolloutComplete, Message: "done"}
+	res := planner.Result{Ready: cond, Progressing: planner.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonRolloutComplete, Message: "done"}}
 	first := newStatus(v1alpha1.TemporalWorkerDeploymentStatus{}, 1, res, nil, nil, t0)
 	before := meta.FindStatusCondition(first.Conditions, v1alpha1.ConditionReady).LastTransitionTime
 	time.Sleep(1100 * time.Millisecond)
