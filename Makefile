@@ -25,7 +25,7 @@ test: kube-bins bins vet verify-generated ## Run every test: unit, integration (
 
 .PHONY: bench
 bench: kube-bins bins ## Benchmark reaction time, Temporal load and scale against the local environment (BENCH_N=100; see docs/performance.md)
-	go run ./bench $(BENCH_FLAGS)
+	go run ./dev/bench $(BENCH_FLAGS)
 
 ##@ Building
 

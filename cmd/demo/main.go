@@ -1,7 +1,7 @@
 // Command demo tells `make demo`'s story against a running local
 // environment and controller: it applies examples/demo, keeps workflows
 // running, rolls out two versions and prints the status as it changes
-// (see internal/demo). hack/demo.sh starts the environment and the
+// (see dev/demo). hack/demo.sh starts the environment and the
 // controller, then runs it.
 package main
 
@@ -23,8 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
-	"github.com/rainbow-deploy/rainbow/internal/demo"
-	"github.com/rainbow-deploy/rainbow/internal/localenv"
+	"github.com/rainbow-deploy/rainbow/dev/demo"
+	"github.com/rainbow-deploy/rainbow/dev/localenv"
 )
 
 func main() {

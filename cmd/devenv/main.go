@@ -20,9 +20,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/rainbow-deploy/rainbow/cmd/devenv/temporaldev"
-	"github.com/rainbow-deploy/rainbow/internal/localenv"
-	"github.com/rainbow-deploy/rainbow/internal/localenv/controlplane"
-	"github.com/rainbow-deploy/rainbow/internal/localenv/nodeagent"
+	"github.com/rainbow-deploy/rainbow/dev/localenv"
+	"github.com/rainbow-deploy/rainbow/dev/localenv/controlplane"
+	"github.com/rainbow-deploy/rainbow/dev/localenv/nodeagent"
 )
 
 type listFlag []string

@@ -27,7 +27,7 @@ import (
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/internal/connection"
-	connectioncontroller "github.com/rainbow-deploy/rainbow/internal/controller/connection"
+	"github.com/rainbow-deploy/rainbow/internal/controller/temporalconnection"
 	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
 	"github.com/rainbow-deploy/rainbow/internal/workload"
@@ -129,7 +129,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		pool.Close()
 		return nil, fmt.Errorf("set up the TemporalWorkerDeployment controller: %w", err)
 	}
-	if err := (&connectioncontroller.Reconciler{
+	if err := (&temporalconnection.Reconciler{
 		Client: mgr.GetClient(), Pool: pool, Recorder: recorder, Clock: clock.RealClock{},
 	}).SetupWithManager(mgr); err != nil {
 		pool.Close()

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rainbow-deploy/rainbow/internal/demoworker"
+	"github.com/rainbow-deploy/rainbow/dev/demoworker"
 	"github.com/rainbow-deploy/rainbow/internal/workerenv"
 	"github.com/rainbow-deploy/rainbow/test/harness"
 )

@@ -37,8 +37,8 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	rainbowv1alpha1 "github.com/rainbow-deploy/rainbow/api/v1alpha1"
-	"github.com/rainbow-deploy/rainbow/internal/localenv"
-	"github.com/rainbow-deploy/rainbow/internal/localenv/process"
+	"github.com/rainbow-deploy/rainbow/dev/localenv"
+	"github.com/rainbow-deploy/rainbow/dev/localenv/process"
 )
 
 // Env is a running local environment and clients for it.

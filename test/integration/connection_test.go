@@ -16,7 +16,7 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/rainbow-deploy/rainbow/api/v1alpha1"
-	connectioncontroller "github.com/rainbow-deploy/rainbow/internal/controller/connection"
+	"github.com/rainbow-deploy/rainbow/internal/controller/temporalconnection"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
 	"github.com/rainbow-deploy/rainbow/test/harness"
 )
@@ -78,8 +78,8 @@ func TestConnectionExampleIsReady(t *testing.T) {
 	if got.Status.ObservedGeneration != got.Generation {
 		t.Errorf("status.observedGeneration = %d, want %d", got.Status.ObservedGeneration, got.Generation)
 	}
-	if !slices.Contains(got.Finalizers, connectioncontroller.Finalizer) {
-		t.Errorf("finalizers = %v, want %s", got.Finalizers, connectioncontroller.Finalizer)
+	if !slices.Contains(got.Finalizers, temporalconnection.Finalizer) {
+		t.Errorf("finalizers = %v, want %s", got.Finalizers, temporalconnection.Finalizer)
 	}
 	if n := temporal.RPCCountResult("Check", "ok"); n <= checks {
 		t.Errorf("no successful health check RPC was counted (%v before, %v after)", checks, n)

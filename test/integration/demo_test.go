@@ -12,7 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
-	"github.com/rainbow-deploy/rainbow/internal/demo"
+	"github.com/rainbow-deploy/rainbow/dev/demo"
 )
 
 // TestDemo is `make demo`'s smoke test: the demo program's story, with

@@ -17,7 +17,7 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
-	"github.com/rainbow-deploy/rainbow/internal/demoworker"
+	"github.com/rainbow-deploy/rainbow/dev/demoworker"
 )
 
 func steps(pcts []int32, pause time.Duration) []v1alpha1.RolloutStep {

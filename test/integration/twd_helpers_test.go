@@ -19,9 +19,9 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/dev/demoworker"
 	"github.com/rainbow-deploy/rainbow/internal/buildid"
 	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
-	"github.com/rainbow-deploy/rainbow/internal/demoworker"
 	"github.com/rainbow-deploy/rainbow/test/harness"
 )
 

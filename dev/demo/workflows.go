@@ -9,7 +9,7 @@ import (
 
 	sdkclient "go.temporal.io/sdk/client"
 
-	"github.com/rainbow-deploy/rainbow/internal/demoworker"
+	"github.com/rainbow-deploy/rainbow/dev/demoworker"
 )
 
 // hellos counts the Hello workflows the demo keeps starting, by the build

@@ -12,8 +12,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"google.golang.org/grpc"
 
-	"github.com/rainbow-deploy/rainbow/internal/localenv"
-	"github.com/rainbow-deploy/rainbow/internal/localenv/process"
+	"github.com/rainbow-deploy/rainbow/dev/localenv"
+	"github.com/rainbow-deploy/rainbow/dev/localenv/process"
 	"github.com/rainbow-deploy/rainbow/test/harness"
 )
 

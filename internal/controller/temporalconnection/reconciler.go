@@ -3,7 +3,7 @@
 // controller supports, reports that in the Ready condition, and keeps a
 // connection from being deleted while TemporalWorkerDeployments still use
 // it.
-package connection
+package temporalconnection
 
 import (
 	"context"

@@ -36,8 +36,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/dev/demoworker"
 	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
-	"github.com/rainbow-deploy/rainbow/internal/demoworker"
 	"github.com/rainbow-deploy/rainbow/internal/workload"
 )
 

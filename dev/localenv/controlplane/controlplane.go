@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/rainbow-deploy/rainbow/internal/localenv/process"
+	"github.com/rainbow-deploy/rainbow/dev/localenv/process"
 )
 
 const loopback = "127.0.0.1"
