@@ -154,7 +154,7 @@ func deleteFromTemporal(v *view, p *plan) progress {
 		tv, ok := v.tvs[b]
 		switch {
 		case !ok:
-		case tv.HasPollers:
+		case tv.mayHavePollers():
 			polled = append(polled, b)
 		default:
 			deleting = append(deleting, b)

@@ -147,6 +147,7 @@ func fuzzInput(data []byte) Input {
 					CurrentSince:    s.maybeTime(),
 					RampingSince:    s.maybeTime(),
 					LastCurrentAt:   s.maybeTime(),
+					Described:       s.intn(4) != 0,
 					TaskQueuesReady: s.intn(3) != 0,
 					HasPollers:      s.bool(),
 				})
@@ -322,7 +323,7 @@ func safetyViolations(in Input, r Result) []error {
 			if rt.BuildID != in.Spec.TargetBuildID {
 				bad("routed to %s, not the target", rt.BuildID)
 			}
-			if !ok || !v.TaskQueuesReady || !v.HasPollers || !hasDep || !d.Available || d.Replicas == 0 {
+			if !ok || !v.Described || !v.TaskQueuesReady || !v.HasPollers || !hasDep || !d.Available || d.Replicas == 0 {
 				bad("routed to %s whose workers do not poll every task queue", rt.BuildID)
 			}
 			if ts != nil && ts.CurrentBuildID == rt.BuildID {
@@ -352,8 +353,8 @@ func safetyViolations(in Input, r Result) []error {
 		switch {
 		case !ok:
 			bad("deleted unknown Temporal version %s", b)
-		case v.HasPollers:
-			bad("deleted Temporal version %s, which has pollers", b)
+		case !v.Described || v.HasPollers:
+			bad("deleted Temporal version %s, which has pollers or was not described", b)
 		case routed(b) || (v.Status != drained && v.Status != inactive):
 			bad("deleted Temporal version %s with status %s", b, v.Status)
 		case b == in.Spec.TargetBuildID || hasDep:
@@ -483,8 +484,8 @@ func deletionViolations(in Input, r Result) []error {
 			bad("deleted version %s, which is routed", b)
 		}
 		for _, v := range ts.Versions {
-			if v.BuildID == b && v.HasPollers {
-				bad("deleted version %s, which has pollers", b)
+			if v.BuildID == b && (!v.Described || v.HasPollers) {
+				bad("deleted version %s, which has pollers or was not described", b)
 			}
 		}
 	}

@@ -95,6 +95,18 @@ func (w *simWorld) input() Input {
 		ts.Versions = append(ts.Versions, *w.versions[b])
 	}
 	in.Temporal = &ts
+	// Like the controller, describe only what the planner asks for; the
+	// rest reads as unknown.
+	described := map[string]bool{}
+	for _, b := range VersionsToDescribe(in) {
+		described[b] = true
+	}
+	for i := range ts.Versions {
+		v := &ts.Versions[i]
+		if v.Described = described[v.BuildID]; !v.Described {
+			v.HasPollers, v.TaskQueuesReady = false, false
+		}
+	}
 	if w.gate != nil {
 		g := *w.gate
 		in.Gate = &g

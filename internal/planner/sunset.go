@@ -144,7 +144,7 @@ func deleteTemporalVersions(v *view, p *plan) {
 			continue
 		}
 		if !v.deletableInTemporal(b) {
-			if tv, ok := v.tvs[b]; ok && tv.HasPollers && !v.getsWork(b) {
+			if tv, ok := v.tvs[b]; ok && tv.mayHavePollers() && !v.getsWork(b) {
 				// Its workers are gone; Temporal forgets their polls
 				// after its poller history TTL.
 				p.after(requeuePollersGone)

@@ -109,7 +109,7 @@ func syncTargetReplicas(v *view, p *plan, dep Deployment) {
 // gone. The rollout ramps again once they poll.
 func rampWithoutWorkers(v *view, p *plan) (progress, bool) {
 	tv, ok := v.tvs[v.target]
-	if !ok || tv.HasPollers || v.temporal().RampingBuildID != v.target ||
+	if !ok || tv.mayHavePollers() || v.temporal().RampingBuildID != v.target ||
 		!v.canWriteRouting() || v.in.Spec.Strategy == v1alpha1.StrategyManual {
 		return progress{}, false
 	}
@@ -185,7 +185,7 @@ func tooManyVersions(v *view) (string, bool) {
 // not current or ramping, not draining, and no pollers.
 func (v *view) deletableInTemporal(build string) bool {
 	tv, ok := v.tvs[build]
-	if !ok || tv.HasPollers {
+	if !ok || tv.mayHavePollers() {
 		return false
 	}
 	s := v.status(build)
@@ -229,6 +229,8 @@ func waitForWorkers(v *view, p *plan, dep Deployment) (progress, bool) {
 	switch {
 	case !ok:
 		msg = fmt.Sprintf("waiting for the workers of version %s to poll worker deployment %s in Temporal", v.target, v.deploymentName())
+	case !tv.Described:
+		msg = fmt.Sprintf("waiting to read the workers of version %s from Temporal", v.target)
 	case !tv.TaskQueuesReady:
 		msg = fmt.Sprintf("waiting for the workers of version %s to register all their task queues with Temporal", v.target)
 		wait = requeueTaskQueues

@@ -158,10 +158,17 @@ type TemporalVersion struct {
 	RampingSince *time.Time
 	// LastCurrentAt is when it last became current; nil if it never was.
 	LastCurrentAt *time.Time
+	// Described: the version was described this pass (VersionsToDescribe
+	// asked for it), so HasPollers and TaskQueuesReady are known; both are
+	// false and mean nothing otherwise.
+	Described bool
 	// TaskQueuesReady: every task queue type of the version is registered.
 	TaskQueuesReady bool
 	HasPollers      bool
 }
+
+// mayHavePollers: a worker may still poll the version, or nobody asked.
+func (tv TemporalVersion) mayHavePollers() bool { return !tv.Described || tv.HasPollers }
 
 // GatePhase is the state of a gate workflow run.
 type GatePhase string

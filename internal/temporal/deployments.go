@@ -213,21 +213,14 @@ func (d VersionDetail) TaskQueueNames() []string {
 // (the version description does not say whether anyone polls). A version
 // Temporal does not know is ErrNotFound.
 //
-// How the caller fills planner.TemporalVersion with the fewest calls, after
-// the one Describe per reconcile:
-//   - The target, while it is registered and not current (the planner
-//     checks its workers before every routing step): DescribeVersion(target)
-//     gives HasPollers; TaskQueuesReady is TaskQueuesReady(target, current)
-//     with current from DescribeVersionNoPollers of the current version (a
-//     zero VersionDetail when nothing is current); and when nothing is
-//     current, UnversionedPollers is the target's. That is 3 RPCs with one
-//     task queue name, 2 of them Worker Deployment reads. A caller may
-//     remember per build ID that both became true, to save them during a
-//     long ramp.
-//   - Versions about to be deleted (Drained or Inactive, not the target, no
-//     Kubernetes Deployment left): DescribeVersion for HasPollers.
-//   - Every other version: HasPollers=true and TaskQueuesReady=true, the
-//     safe side; the planner then neither deletes it nor waits on it.
+// Which versions to describe is the planner's call
+// (planner.VersionsToDescribe). For the target, DescribeVersion gives
+// HasPollers; TaskQueuesReady is TaskQueuesReady(target, current) with
+// current from DescribeVersionNoPollers of the current version (a zero
+// VersionDetail when nothing is current); and when nothing is current,
+// UnversionedPollers is the target's. That is 3 RPCs with one task queue
+// name, 2 of them Worker Deployment reads. For a version to delete,
+// DescribeVersion gives HasPollers.
 func (a *API) DescribeVersion(ctx context.Context, deploymentName, buildID string) (VersionDetail, error) {
 	return a.describeVersion(ctx, deploymentName, buildID, true)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -114,11 +115,7 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 			return o, nil
 		}
 	}
-	observeTemporal := r.observeTemporal
-	if o.input.Deletion != nil {
-		observeTemporal = r.observeDeletion
-	}
-	if err := observeTemporal(ctx, o); err != nil {
+	if err := r.observeTemporal(ctx, o); err != nil {
 		if errors.Is(err, temporal.ErrBusy) {
 			o.retryBusy = temporal.RetryAfter(err)
 		}
@@ -132,67 +129,40 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 	return o, nil
 }
 
-// observeTemporal describes the worker deployment, then only the versions
-// the planner must know more about. See temporal.API.DescribeVersion for
-// which versions need which fields; every other version gets the safe
-// values (polled, ready), so the planner neither deletes nor waits on it.
+// observeTemporal describes the worker deployment, then exactly the
+// versions the planner asks for (planner.VersionsToDescribe): the others
+// stay undescribed, which the planner reads as "may still be polled".
 func (r *Reconciler) observeTemporal(ctx context.Context, o *observation) error {
 	state, token, err := o.api.Describe(ctx, o.deploymentName)
 	if err != nil {
 		return err
 	}
-	o.token = token
-	o.input.Temporal = state
-	for i := range state.Versions {
-		state.Versions[i].HasPollers = true
-		state.Versions[i].TaskQueuesReady = true
-	}
-	for i := range state.Versions {
+	o.token, o.input.Temporal = token, state
+	for _, b := range planner.VersionsToDescribe(o.input) {
+		i := slices.IndexFunc(state.Versions, func(v planner.TemporalVersion) bool { return v.BuildID == b })
 		v := &state.Versions[i]
-		switch {
-		case v.BuildID == o.targetBuildID && state.CurrentBuildID != v.BuildID:
+		if b == o.targetBuildID && o.input.Deletion == nil {
 			if err := r.describeTarget(ctx, o, v); err != nil {
 				return err
 			}
-		case v.BuildID != o.targetBuildID && o.deployments[v.BuildID] == nil &&
-			(v.Status == v1alpha1.VersionDrained || v.Status == v1alpha1.VersionInactive):
-			d, err := o.api.DescribeVersion(ctx, o.deploymentName, v.BuildID)
-			if err != nil {
+		} else {
+			d, err := o.api.DescribeVersion(ctx, o.deploymentName, b)
+			switch {
+			case errors.Is(err, temporal.ErrNotFound):
+				// Deleted since the Describe: nothing polls it.
+			case err != nil:
 				return err
+			default:
+				o.details[b] = d
+				v.HasPollers = d.HasPollers
 			}
-			o.details[v.BuildID] = d
-			v.HasPollers = d.HasPollers
 		}
+		v.Described = true
+	}
+	if o.input.Deletion != nil {
+		return nil
 	}
 	return r.observeGate(ctx, o)
-}
-
-// observeDeletion describes the worker deployment and, for the versions
-// whose Deployment is gone, whether anything still polls them: Temporal
-// refuses to delete a polled version.
-func (r *Reconciler) observeDeletion(ctx context.Context, o *observation) error {
-	state, token, err := o.api.Describe(ctx, o.deploymentName)
-	if err != nil {
-		return err
-	}
-	o.token, o.input.Temporal = token, state
-	for i := range state.Versions {
-		v := &state.Versions[i]
-		v.HasPollers, v.TaskQueuesReady = true, true
-		if o.deployments[v.BuildID] != nil || v.BuildID == state.CurrentBuildID || v.BuildID == state.RampingBuildID {
-			continue
-		}
-		d, err := o.api.DescribeVersion(ctx, o.deploymentName, v.BuildID)
-		switch {
-		case errors.Is(err, temporal.ErrNotFound):
-			v.HasPollers = false
-		case err != nil:
-			return err
-		default:
-			v.HasPollers = d.HasPollers
-		}
-	}
-	return nil
 }
 
 // describeTarget fills what the planner checks before routing to the
