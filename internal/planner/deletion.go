@@ -55,7 +55,7 @@ func planDeletion(v *view, p *plan) progress {
 			msg := fmt.Sprintf("deletion waits: identity %q manages worker deployment %s and routes new workflows to versions %v "+
 				"of this TemporalWorkerDeployment; route them elsewhere or clear the manager identity, and deletion goes on", other, name, routed)
 			p.event(EventWarning, v1alpha1.ReasonManagedByOtherIdentity, msg)
-			p.after(requeuePerson)
+			p.waitFor(WaitRouting)
 			return blockedBecause(v1alpha1.ReasonManagedByOtherIdentity, msg)
 		}
 	} else {

@@ -148,7 +148,7 @@ func TestDeletion(t *testing.T) {
 				in.Temporal.ManagerIdentity = "alice"
 			}),
 			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonManagedByOtherIdentity, Progressing: condFalse,
-				Requeue: 5 * time.Second, Events: []string{v1alpha1.ReasonManagedByOtherIdentity}},
+				Requeue: 30 * time.Second, Events: []string{v1alpha1.ReasonManagedByOtherIdentity}},
 		},
 		"another manager routes nowhere: drained workers go, Temporal stays as it is": {
 			in: with(deleting(), func(in *Input) {

@@ -180,7 +180,7 @@ func TestManager(t *testing.T) {
 	runCases(t, cases{
 		"held by another identity: no routing": {
 			in: with(base(), func(in *Input) { in.Temporal.ManagerIdentity = "alice" }),
-			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonManagedByOtherIdentity, Progressing: condFalse, Requeue: 5 * time.Second,
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonManagedByOtherIdentity, Progressing: condFalse, Requeue: 30 * time.Second,
 				Events: []string{v1alpha1.ReasonManagedByOtherIdentity}, Message: `manager-identity unset --deployment-name default/worker --identity "alice"`},
 		},
 		"held by another identity, target current: ready": {
@@ -203,7 +203,7 @@ func TestManager(t *testing.T) {
 				in.Temporal.ManagerIdentity = ""
 				in.Spec.Strategy = v1alpha1.StrategyManual
 			}),
-			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue, Requeue: 5 * time.Second},
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue, Requeue: 30 * time.Second},
 		},
 		"held by another identity: drained Deployments still scaled down, Temporal versions kept": {
 			in: with(base(), func(in *Input) {
@@ -217,7 +217,7 @@ func TestManager(t *testing.T) {
 				setDep(in, running("v0"))
 			}),
 			want: expect{Scale: []Scale{{Name: "worker-v0", BuildID: "v0", Replicas: 0, Reason: ScaleSunset}},
-				Ready: condFalse, Reason: v1alpha1.ReasonManagedByOtherIdentity, Progressing: condFalse, Requeue: 5 * time.Second,
+				Ready: condFalse, Reason: v1alpha1.ReasonManagedByOtherIdentity, Progressing: condFalse, Requeue: 30 * time.Second,
 				Events: []string{v1alpha1.ReasonManagedByOtherIdentity, EventScaleDown}},
 		},
 	})
@@ -257,12 +257,12 @@ func TestStrategies(t *testing.T) {
 		},
 		"Manual: waits for a person": {
 			in: with(base(), manual),
-			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue, Requeue: 5 * time.Second,
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue, Requeue: 30 * time.Second,
 				Message: "set-current-version --deployment-name default/worker --build-id v2"},
 		},
 		"Manual: a ramp is left alone": {
 			in:   with(base(), manual, func(in *Input) { rampingTarget(in, 30, -time.Minute) }),
-			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue, Requeue: 5 * time.Second},
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue, Requeue: 30 * time.Second},
 		},
 		"target current: rollout complete": {
 			in:   with(base(), targetCurrent),
@@ -529,7 +529,7 @@ func TestRollback(t *testing.T) {
 				in.Temporal.ManagerIdentity = ""
 				in.Temporal.LastModifierIdentity = "alice"
 			}),
-			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonRoutingChangedExternally, Progressing: condFalse, Requeue: 5 * time.Second,
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonRoutingChangedExternally, Progressing: condFalse, Requeue: 30 * time.Second,
 				Events: []string{v1alpha1.ReasonRoutingChangedExternally}, Message: `made by "alice"`},
 		},
 		"someone else's change, but the target drained long ago: a normal rollout": {
@@ -557,7 +557,7 @@ func TestRollback(t *testing.T) {
 				tv.DrainedSince = at(-48 * time.Hour)
 				setVersion(in, tv)
 			}),
-			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonRoutingChangedExternally, Progressing: condFalse, Requeue: 5 * time.Second,
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonRoutingChangedExternally, Progressing: condFalse, Requeue: 30 * time.Second,
 				Events: []string{v1alpha1.ReasonRoutingChangedExternally}, Message: `made by "alice"`},
 		},
 		"Manual: someone else's routing is how Manual works": {
@@ -567,14 +567,14 @@ func TestRollback(t *testing.T) {
 				in.Temporal.ManagerIdentity = ""
 				in.Temporal.LastModifierIdentity = "alice"
 			}),
-			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue, Requeue: 5 * time.Second},
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue, Requeue: 30 * time.Second},
 		},
 		"Manual: no rollback": {
 			in: with(base(), back, func(in *Input) {
 				in.Spec.Strategy = v1alpha1.StrategyManual
 				in.Gate = &GateRun{BuildID: "v1", Phase: GateSucceeded}
 			}),
-			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue, Requeue: 5 * time.Second},
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue, Requeue: 30 * time.Second},
 		},
 	})
 }
@@ -682,7 +682,7 @@ func TestSunset(t *testing.T) {
 				setVersion(in, version("v3", inactive))
 				setDep(in, running("v3"))
 			}),
-			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue, Requeue: 5 * time.Second},
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue, Requeue: 30 * time.Second},
 		},
 		"never registered and superseded: scaled down at once": {
 			in: with(base(), rolledOut, func(in *Input) { dropVersion(in, "v1") }),

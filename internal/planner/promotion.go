@@ -22,7 +22,7 @@ func promote(v *view, p *plan) progress {
 				"the controller does not undo changes made by others. Make version %s current yourself, or change spec.template to roll out a new version",
 				v.target, v.deploymentName(), who, v.target)
 			p.event(EventWarning, v1alpha1.ReasonRoutingChangedExternally, msg)
-			p.after(requeuePerson)
+			p.waitFor(WaitRouting)
 			return blockedBecause(v1alpha1.ReasonRoutingChangedExternally, msg)
 		}
 		if wasCurrent(v, v.target) {
@@ -39,7 +39,7 @@ func promote(v *view, p *plan) progress {
 	case v1alpha1.StrategyProgressive:
 		return progressive(v, p)
 	default: // Manual
-		p.after(requeuePerson)
+		p.waitFor(WaitRouting)
 		return movingBecause(v1alpha1.ReasonWaitingForPromotion, fmt.Sprintf(
 			"spec.rollout.strategy is Manual: make version %s current with: temporal worker deployment set-current-version --deployment-name %s --build-id %s",
 			v.target, v.deploymentName(), v.target))

@@ -12,9 +12,11 @@ const (
 	// requeueWatch: waiting on a Deployment; its watch wakes us sooner.
 	requeueWatch = 30 * time.Second
 	// requeuePerson: waiting on a person acting in Temporal (promoting a
-	// Manual version, handing back the manager role, which notifies
-	// nobody); notice it within seconds without polling every second for hours.
-	requeuePerson = 5 * time.Second
+	// Manual version, undoing a routing change, handing back the manager
+	// role). Nothing in Temporal notifies us; the controller watches the
+	// namespace's shared worker deployment list for routing changes
+	// (Result.WaitsFor), so this is only the fallback.
+	requeuePerson = 30 * time.Second
 	// requeueDrainingMin: the fastest look at a draining version, just
 	// after the promotion that started its drain (see drainingPoll).
 	requeueDrainingMin = 5 * time.Second
@@ -29,6 +31,12 @@ const (
 	// minutes, so polling draining versions faster gains nothing).
 	requeueIdle = time.Minute
 )
+
+// waitFor records that the plan waits on a person's change in Temporal.
+func (p *plan) waitFor(w PersonWait) {
+	p.res.WaitsFor = w
+	p.after(requeuePerson)
+}
 
 // afterDeadline asks to reconcile exactly at t, if it is in the future.
 func (p *plan) afterDeadline(now, t time.Time) {

@@ -9,7 +9,7 @@ import (
 // true, or the controller would take a plan that acts for an idle one.
 func TestActsCoversEveryAction(t *testing.T) {
 	report := map[string]bool{"State": true, "Versions": true, "Ready": true, "Progressing": true, "Events": true,
-		"RequeueAfter": true, "SkipDrainage": true}
+		"RequeueAfter": true, "SkipDrainage": true, "WaitsFor": true}
 	typ := reflect.TypeFor[Result]()
 	for i := range typ.NumField() {
 		f := typ.Field(i)
@@ -30,6 +30,28 @@ func TestActsCoversEveryAction(t *testing.T) {
 		}
 		if r.Acts() == report[f.Name] {
 			t.Errorf("Acts() = %v with only Result.%s set; status-only fields: %v", r.Acts(), f.Name, report)
+		}
+	}
+}
+
+// TestWaitsFor: the states only a person's change in Temporal ends say
+// which change, so the controller knows what to watch.
+func TestWaitsFor(t *testing.T) {
+	cases := map[string]struct {
+		in   Input
+		want PersonWait
+	}{
+		"Manual waits for a promotion":   {with(base(), func(in *Input) { in.Spec.Strategy = "Manual" }), WaitRouting},
+		"another manager holds the role": {with(base(), func(in *Input) { in.Temporal.ManagerIdentity = "alice" }), WaitManager},
+		"someone else took the traffic": {with(base(), rolledOut, func(in *Input) {
+			in.Temporal.CurrentBuildID, in.Temporal.LastModifierIdentity = "v1", "alice"
+			in.TargetHadCompleted = true
+		}), WaitRouting},
+		"AllAtOnce promotes: nobody to wait": {base(), ""},
+	}
+	for name, c := range cases {
+		if got := Plan(c.in).WaitsFor; got != c.want {
+			t.Errorf("%s: WaitsFor = %q, want %q", name, got, c.want)
 		}
 	}
 }

@@ -57,7 +57,7 @@ func planTarget(v *view, p *plan) progress {
 	if m := v.otherManager(); m != "" {
 		msg := managedByOtherMessage(v, m)
 		p.event(EventWarning, v1alpha1.ReasonManagedByOtherIdentity, msg)
-		p.after(requeuePerson)
+		p.waitFor(WaitManager)
 		return blockedBecause(v1alpha1.ReasonManagedByOtherIdentity, msg)
 	}
 	return promote(v, p)

@@ -170,6 +170,17 @@ type TemporalVersion struct {
 // mayHavePollers: a worker may still poll the version, or nobody asked.
 func (tv TemporalVersion) mayHavePollers() bool { return !tv.Described || tv.HasPollers }
 
+// PersonWait is what a person must change in Temporal for a plan to move.
+type PersonWait string
+
+const (
+	// WaitRouting: a routing change (a Manual promotion, undoing someone
+	// else's change); the namespace's worker deployment list shows it.
+	WaitRouting PersonWait = "Routing"
+	// WaitManager: the manager role handed back; only a describe shows it.
+	WaitManager PersonWait = "Manager"
+)
+
 // GatePhase is the state of a gate workflow run.
 type GatePhase string
 
@@ -230,6 +241,9 @@ type Result struct {
 	// State says whether the rollout (or deletion) moves, is complete or
 	// is blocked; Ready and Progressing say the same for people.
 	State State
+	// WaitsFor is set when only a person's change in Temporal moves the
+	// plan on, and says what shows that change.
+	WaitsFor PersonWait
 	// Versions, sorted by build ID, for status.
 	Versions    []Version
 	Ready       Condition

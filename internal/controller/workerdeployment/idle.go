@@ -27,6 +27,9 @@ const (
 	// describeMaxAge: an idle TWD is still described this often, for what
 	// the list does not show (manager identity, a version's own status).
 	describeMaxAge = 10 * time.Minute
+	// managerMaxAge: a TWD waiting for the manager role to be handed back
+	// is described this often, since only a describe shows that.
+	managerMaxAge = time.Minute
 	// listRetry: after a failed list the idle TWDs describe instead for
 	// this long, rather than every reconcile listing again.
 	listRetry = 10 * time.Second
@@ -50,6 +53,7 @@ type idleEntry struct {
 	state       *planner.TemporalState
 	token       []byte
 	describedAt time.Time
+	maxAge      time.Duration
 	summary     temporal.DeploymentSummary
 	hasSummary  bool
 }
@@ -70,10 +74,10 @@ func (c *idleCache) reuse(ctx context.Context, o *observation, connKey string, n
 	e, ok := c.twds[keyOf(o.twd)]
 	c.mu.Unlock()
 	if !ok || e.uid != o.twd.UID || e.generation != o.twd.Generation || e.deployments != deploymentsKey(o.deployments) ||
-		now.Sub(e.describedAt) > describeMaxAge || !e.hasSummary {
+		now.Sub(e.describedAt) > e.maxAge || !e.hasSummary {
 		return nil, nil, false
 	}
-	summaries, err := c.list(ctx, o.api.ListDeployments, connKey, now)
+	summaries, err := c.list(ctx, o.api.ListDeployments, connKey, now, listMaxAge)
 	if err != nil {
 		return nil, nil, false
 	}
@@ -87,14 +91,14 @@ func (c *idleCache) reuse(ctx context.Context, o *observation, connKey string, n
 // listFunc lists a connection's worker deployments (temporal.API.ListDeployments).
 type listFunc func(context.Context) (map[string]temporal.DeploymentSummary, error)
 
-// list returns the connection's worker deployments, listing at most once
-// per listMaxAge.
-func (c *idleCache) list(ctx context.Context, fetch listFunc, connKey string, now time.Time) (map[string]temporal.DeploymentSummary, error) {
-	if l, ok := c.freshList(connKey, now); ok {
+// list returns the connection's worker deployments, listing again only
+// when the last list is older than maxAge.
+func (c *idleCache) list(ctx context.Context, fetch listFunc, connKey string, now time.Time, maxAge time.Duration) (map[string]temporal.DeploymentSummary, error) {
+	if l, ok := c.freshList(connKey, now, maxAge); ok {
 		return l.summaries, l.err
 	}
 	v, err, _ := c.listing.Do(connKey, func() (any, error) {
-		if l, ok := c.freshList(connKey, now); ok {
+		if l, ok := c.freshList(connKey, now, maxAge); ok {
 			return l, nil // listed by the call that just finished
 		}
 		summaries, err := fetch(ctx)
@@ -118,8 +122,8 @@ func (c *idleCache) list(ctx context.Context, fetch listFunc, connKey string, no
 }
 
 // freshList is the connection's list if it may still be used: younger
-// than listMaxAge, or a failure not yet due for a retry.
-func (c *idleCache) freshList(connKey string, now time.Time) (listEntry, bool) {
+// than maxAge, or a failure not yet due for a retry.
+func (c *idleCache) freshList(connKey string, now time.Time, maxAge time.Duration) (listEntry, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	l, ok := c.lists[connKey]
@@ -129,17 +133,21 @@ func (c *idleCache) freshList(connKey string, now time.Time) (listEntry, bool) {
 	case l.err != nil:
 		return l, now.Before(l.retryAt)
 	default:
-		return l, now.Sub(l.at) < listMaxAge
+		return l, now.Sub(l.at) < maxAge
 	}
 }
 
 // remember stores a freshly described state if the plan left nothing to do
-// and nothing to wait for in Temporal; otherwise it forgets the TWD, so the
-// next reconcile describes it again.
-func (c *idleCache) remember(ctx context.Context, o *observation, connKey string, res planner.Result, now time.Time) {
+// and waits on nothing that only a describe shows; otherwise it forgets the
+// TWD, so the next reconcile describes it again. It returns the entry.
+func (c *idleCache) remember(ctx context.Context, o *observation, connKey string, res planner.Result, now time.Time) (idleEntry, bool) {
 	if o.api == nil || o.input.Temporal == nil || !idle(res) {
 		c.forget(keyOf(o.twd))
-		return
+		return idleEntry{}, false
+	}
+	maxAge := describeMaxAge
+	if res.WaitsFor == planner.WaitManager {
+		maxAge = managerMaxAge
 	}
 	e := idleEntry{
 		uid:         o.twd.UID,
@@ -148,10 +156,11 @@ func (c *idleCache) remember(ctx context.Context, o *observation, connKey string
 		state:       copyState(o.input.Temporal),
 		token:       o.token,
 		describedAt: now,
+		maxAge:      maxAge,
 	}
 	// The summary to compare with later is read after the describe, so a
 	// change between the two is seen as a change, never missed.
-	if summaries, err := c.list(ctx, o.api.ListDeployments, connKey, now); err == nil {
+	if summaries, err := c.list(ctx, o.api.ListDeployments, connKey, now, listMaxAge); err == nil {
 		e.summary, e.hasSummary = summaries[o.deploymentName]
 	}
 	c.mu.Lock()
@@ -160,6 +169,15 @@ func (c *idleCache) remember(ctx context.Context, o *observation, connKey string
 	}
 	c.twds[keyOf(o.twd)] = e
 	c.mu.Unlock()
+	return e, true
+}
+
+// entry is the remembered state of a TWD, if any.
+func (c *idleCache) entry(key types.NamespacedName) (idleEntry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.twds[key]
+	return e, ok
 }
 
 // forget makes the next reconcile of the TWD describe it.
@@ -173,11 +191,12 @@ func keyOf(twd *v1alpha1.TemporalWorkerDeployment) types.NamespacedName {
 	return types.NamespacedName{Namespace: twd.Namespace, Name: twd.Name}
 }
 
-// idle: the rollout is complete, the plan acts on nothing, no version
-// drains and none waits to be deleted from Temporal (drainage and pollers
-// show only in a describe).
+// idle: the plan acts on nothing and waits on nothing but a person's
+// change in Temporal (or the rollout is complete), no version drains and
+// none waits to be deleted from Temporal (drainage and pollers show only in
+// a describe).
 func idle(res planner.Result) bool {
-	if res.State != planner.StateComplete || res.Acts() {
+	if res.Acts() || (res.State != planner.StateComplete && res.WaitsFor == "") {
 		return false
 	}
 	for _, v := range res.Versions {

@@ -95,7 +95,7 @@ func TestListIsSharedAndBacksOff(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if got, err := c.list(ctx, fetch, "conn", t0); err != nil || len(got) != 1 {
+			if got, err := c.list(ctx, fetch, "conn", t0, listMaxAge); err != nil || len(got) != 1 {
 				t.Errorf("list = %v, %v", got, err)
 			}
 		}()
@@ -106,20 +106,20 @@ func TestListIsSharedAndBacksOff(t *testing.T) {
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("8 concurrent reconciles listed %d times, want once", n)
 	}
-	if _, err := c.list(ctx, fetch, "conn", t0.Add(listMaxAge-time.Second)); err != nil || calls.Load() != 1 {
+	if _, err := c.list(ctx, fetch, "conn", t0.Add(listMaxAge-time.Second), listMaxAge); err != nil || calls.Load() != 1 {
 		t.Fatalf("a fresh list was fetched again (%d calls, %v)", calls.Load(), err)
 	}
 
 	fail = true
 	stale := t0.Add(listMaxAge + time.Second)
-	if _, err := c.list(ctx, fetch, "conn", stale); err == nil {
+	if _, err := c.list(ctx, fetch, "conn", stale, listMaxAge); err == nil {
 		t.Fatal("a failed list reported no error")
 	}
-	if _, err := c.list(ctx, fetch, "conn", stale.Add(listRetry-time.Second)); err == nil || calls.Load() != 2 {
+	if _, err := c.list(ctx, fetch, "conn", stale.Add(listRetry-time.Second), listMaxAge); err == nil || calls.Load() != 2 {
 		t.Fatalf("listed again before the retry time: %d calls, %v", calls.Load(), err)
 	}
 	fail = false
-	if got, err := c.list(ctx, fetch, "conn", stale.Add(listRetry+time.Second)); err != nil || len(got) != 1 || calls.Load() != 3 {
+	if got, err := c.list(ctx, fetch, "conn", stale.Add(listRetry+time.Second), listMaxAge); err != nil || len(got) != 1 || calls.Load() != 3 {
 		t.Fatalf("after the retry time: %v, %v, %d calls", got, err, calls.Load())
 	}
 }

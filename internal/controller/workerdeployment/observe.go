@@ -110,7 +110,12 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 		if state, token, ok := r.idle.reuse(ctx, o, o.connKey, now); ok {
 			o.input.Temporal, o.token, o.reused = state, token, true
 			if twd.Spec.Rollout.Gate != nil {
-				o.gate = twd.Status.Gate.DeepCopy() // the target is current: its gate is settled
+				// Remembered only while the target is current or waits
+				// for a person, so its gate is settled.
+				o.gate = twd.Status.Gate.DeepCopy()
+				if g := o.gate; g != nil && g.BuildID == o.targetBuildID {
+					o.input.Gate = &planner.GateRun{BuildID: g.BuildID, Phase: planner.GatePhase(g.Result), Message: g.Message}
+				}
 			}
 			return o, nil
 		}

@@ -27,6 +27,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/internal/connection"
@@ -61,6 +62,8 @@ type Reconciler struct {
 
 	idle      idleCache
 	throttled throttles
+	// watch wakes TWDs waiting on a person's routing change.
+	watch *personWatch
 }
 
 // +kubebuilder:rbac:groups=temporal.io,resources=temporalworkerdeployments,verbs=get;list;watch;update;patch
@@ -75,11 +78,16 @@ type Reconciler struct {
 // their Deployments, and the connections and Secrets they use. The
 // indexes of connection.RegisterIndexes must be registered first.
 func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
+	r.watch = newPersonWatch(&r.idle)
+	if err := mgr.Add(r.watch); err != nil {
+		return err
+	}
 	return builder.ControllerManagedBy(mgr).
 		For(&v1alpha1.TemporalWorkerDeployment{}).
 		Owns(&appsv1.Deployment{}).
 		Watches(&v1alpha1.TemporalConnection{}, handler.EnqueueRequestsFromMapFunc(r.usersOfConnection)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.usersOfSecret)).
+		WatchesRawSource(source.Channel(r.watch.events, &handler.EnqueueRequestForObject{})).
 		Named("temporalworkerdeployment").
 		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.Workers, defaultWorkers)}).
 		Complete(r)
@@ -178,6 +186,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	case !idle(res):
 		r.idle.forget(keyOf(&twd))
 	}
+	r.watchRouting(o, res)
 
 	requeue := res.RequeueAfter
 	if o.retryBusy > 0 {
@@ -206,6 +215,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	observeRollout(&twd, before, res, now)
 	return reconcile.Result{RequeueAfter: sinceStart(requeue, r.Clock.Since(now))}, nil
+}
+
+// watchRouting has the personWatch wake a TWD that waits on a person's
+// routing change when the namespace's list shows one.
+func (r *Reconciler) watchRouting(o *observation, res planner.Result) {
+	if r.watch == nil {
+		return
+	}
+	key := keyOf(o.twd)
+	e, ok := r.idle.entry(key)
+	if res.WaitsFor != planner.WaitRouting || !ok || o.api == nil {
+		r.watch.forget(key)
+		return
+	}
+	r.watch.wait(key, o.connKey, o.api.ListDeployments, o.deploymentName, e.summary, e.hasSummary)
 }
 
 // sinceStart turns a delay the plan counted from the start of the pass

@@ -1,0 +1,82 @@
+package workerdeployment
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/rainbow-deploy/rainbow/internal/planner"
+	"github.com/rainbow-deploy/rainbow/internal/temporal"
+)
+
+func TestPersonWatchWakesOnlyChangedWorkerDeployments(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	waiting := temporal.DeploymentSummary{Name: "ns/manual", CurrentBuildID: "v1", RoutingChangedAt: at}
+	other := temporal.DeploymentSummary{Name: "ns/other", CurrentBuildID: "v7", RoutingChangedAt: at}
+	list := map[string]temporal.DeploymentSummary{waiting.Name: waiting, other.Name: other}
+	var calls atomic.Int32
+	fetch := func(context.Context) (map[string]temporal.DeploymentSummary, error) {
+		calls.Add(1)
+		out := map[string]temporal.DeploymentSummary{}
+		for k, v := range list {
+			out[k] = v
+		}
+		return out, nil
+	}
+	w := newPersonWatch(&idleCache{})
+	manual, still, late := types.NamespacedName{Namespace: "ns", Name: "manual"}, types.NamespacedName{Namespace: "ns", Name: "other"},
+		types.NamespacedName{Namespace: "ns", Name: "late"}
+	w.wait(manual, "conn", fetch, waiting.Name, waiting, true)
+	w.wait(still, "conn", fetch, other.Name, other, true)
+	w.wait(late, "conn", fetch, "ns/late", temporal.DeploymentSummary{}, false)
+
+	now := at.Add(time.Minute)
+	w.check(context.Background(), now)
+	if len(w.events) != 0 || calls.Load() != 1 {
+		t.Fatalf("nothing changed, yet %d wake-ups and %d lists", len(w.events), calls.Load())
+	}
+
+	// A person promotes v2 of ns/manual, and ns/late shows up in the list.
+	promoted := waiting
+	promoted.CurrentBuildID, promoted.RoutingChangedAt = "v2", at.Add(2*time.Minute)
+	list[waiting.Name] = promoted
+	list["ns/late"] = temporal.DeploymentSummary{Name: "ns/late"}
+	now = now.Add(personWatchInterval)
+	w.check(context.Background(), now)
+	if calls.Load() != 2 {
+		t.Fatalf("%d lists for three waiting TWDs over two intervals, want one per interval", calls.Load())
+	}
+	woken := map[string]bool{}
+	for len(w.events) > 0 {
+		woken[(<-w.events).Object.GetName()] = true
+	}
+	if !woken["manual"] || !woken["late"] || woken["other"] {
+		t.Fatalf("woken %v, want manual and late only", woken)
+	}
+
+	// Woken TWDs are no longer watched until they register again; a
+	// forgotten one never is.
+	w.forget(still)
+	list[other.Name] = promoted
+	w.check(context.Background(), now.Add(personWatchInterval))
+	if len(w.events) != 0 {
+		t.Fatalf("%d wake-ups after every waiter was woken or forgotten", len(w.events))
+	}
+	if len(w.conns) != 0 {
+		t.Fatalf("connections still watched: %v", w.conns)
+	}
+}
+
+func TestIdleIncludesWaitingOnAPerson(t *testing.T) {
+	res := planner.Result{State: planner.StateMoving, WaitsFor: planner.WaitRouting}
+	if !idle(res) {
+		t.Fatal("a TWD that only waits for a Manual promotion is not served from the shared list")
+	}
+	res.WaitsFor = ""
+	if idle(res) {
+		t.Fatal("a moving rollout counted as idle")
+	}
+}
