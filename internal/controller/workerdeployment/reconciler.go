@@ -199,21 +199,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		msg := joinErrors(out.failed)
 		logf.FromContext(ctx).Error(fmt.Errorf("%s", msg), "applying the plan failed")
 		r.event(&twd, corev1.EventTypeWarning, eventActionFailed, "%s", msg)
-		failed := planner.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonPlanExecutionFailed,
-			Message: msg + "; the controller retries, and the Deployment and Temporal stay as they were for the failed steps"}
-		res.Ready, res.Progressing = failed, failed
 		requeue = min(requeue, retryFailed)
 		if deleting {
 			requeue = min(requeue, retryDeleting)
 		}
 	}
 	before := twd.Status.Conditions
-	status := newStatus(twd.Status, twd.Generation, res, out.gate, taskQueues(o), now)
-	markUpdatedInPlace(&status, out.updatedInPlace, now)
+	status := newStatus(twd.Status, twd.Generation, res, out, taskQueues(o), now)
 	if err := r.writeStatus(ctx, &twd, status); err != nil {
 		return reconcile.Result{}, err
 	}
-	observeRollout(&twd, before, res, now)
+	observeRollout(&twd, before, withOutcome(res, out), now)
 	return reconcile.Result{RequeueAfter: sinceStart(requeue, r.Clock.Since(now))}, nil
 }
 

@@ -10,11 +10,16 @@ import (
 	"github.com/rainbow-deploy/rainbow/internal/planner"
 )
 
-// newStatus turns a plan into the TWD's status. What the plan cannot know
-// (a version's status while Temporal is unreachable, when a version was
-// first healthy) is carried over from the previous status.
-// taskQueues holds the task queues of versions described this pass.
-func newStatus(old v1alpha1.TemporalWorkerDeploymentStatus, generation int64, res planner.Result, gate *v1alpha1.GateStatus, taskQueues map[string][]string, now time.Time) v1alpha1.TemporalWorkerDeploymentStatus {
+// newStatus is the whole status after a pass, from the previous status, the
+// plan and the outcome of acting on it: a failed step makes both conditions
+// PlanExecutionFailed, a started or cancelled gate and an in-place update
+// are recorded. What the plan cannot know (a version's status while
+// Temporal is unreachable, when a version was first healthy) is carried
+// over from the previous status. taskQueues holds the task queues of
+// versions described this pass.
+func newStatus(old v1alpha1.TemporalWorkerDeploymentStatus, generation int64, res planner.Result, out outcome, taskQueues map[string][]string, now time.Time) v1alpha1.TemporalWorkerDeploymentStatus {
+	res = withOutcome(res, out)
+	gate := out.gate
 	previous := map[string]v1alpha1.WorkerVersion{}
 	for _, v := range append([]*v1alpha1.WorkerVersion{old.TargetVersion, old.CurrentVersion, old.RampingVersion}, ptrs(old.DeprecatedVersions)...) {
 		if v != nil {
@@ -48,7 +53,20 @@ func newStatus(old v1alpha1.TemporalWorkerDeploymentStatus, generation int64, re
 	}
 	setCondition(&st.Conditions, v1alpha1.ConditionReady, res.Ready, generation)
 	setCondition(&st.Conditions, v1alpha1.ConditionProgressing, res.Progressing, generation)
+	markUpdatedInPlace(&st, out.updatedInPlace, now)
 	return st
+}
+
+// withOutcome reports a failed step on both conditions instead of what the
+// plan expected to happen.
+func withOutcome(res planner.Result, out outcome) planner.Result {
+	if len(out.failed) == 0 {
+		return res
+	}
+	failed := planner.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonPlanExecutionFailed,
+		Message: joinErrors(out.failed) + "; the controller retries, and the Deployment and Temporal stay as they were for the failed steps"}
+	res.Ready, res.Progressing = failed, failed
+	return res
 }
 
 func workerVersion(pv planner.Version, prev v1alpha1.WorkerVersion, now time.Time) v1alpha1.WorkerVersion {

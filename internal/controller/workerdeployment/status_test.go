@@ -1,6 +1,8 @@
 package workerdeployment
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,7 +26,7 @@ func TestNewStatusPlacesVersions(t *testing.T) {
 		Ready:       planner.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonRamping, Message: "ramping"},
 		Progressing: planner.Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonRamping, Message: "ramping"},
 	}
-	st := newStatus(v1alpha1.TemporalWorkerDeploymentStatus{}, 7, res, nil, nil, t0)
+	st := newStatus(v1alpha1.TemporalWorkerDeploymentStatus{}, 7, res, outcome{}, nil, t0)
 	if st.TargetVersion.BuildID != "v2" || *st.TargetVersion.RampPercentage != 20 || st.CurrentVersion.BuildID != "v1" {
 		t.Fatalf("target/current = %+v / %+v", st.TargetVersion, st.CurrentVersion)
 	}
@@ -50,7 +52,7 @@ func TestNewStatusKeepsLastKnownWhenTemporalIsUnknown(t *testing.T) {
 		Ready:       planner.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonTemporalStateFetchFailed, Message: "x"},
 		Progressing: planner.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonTemporalStateFetchFailed, Message: "x"},
 	}
-	st := newStatus(old, 1, res, nil, nil, t0)
+	st := newStatus(old, 1, res, outcome{}, nil, t0)
 	if st.TargetVersion.Status != v1alpha1.VersionCurrent || !st.TargetVersion.HealthySince.Equal(&healthy) {
 		t.Fatalf("target = %+v", st.TargetVersion)
 	}
@@ -62,10 +64,10 @@ func TestNewStatusKeepsLastKnownWhenTemporalIsUnknown(t *testing.T) {
 func TestConditionTransitionTimeKeptWhileStatusHolds(t *testing.T) {
 	cond := planner.Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonRolloutComplete, Message: "done"}
 	res := planner.Result{Ready: cond, Progressing: planner.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonRolloutComplete, Message: "done"}}
-	first := newStatus(v1alpha1.TemporalWorkerDeploymentStatus{}, 1, res, nil, nil, t0)
+	first := newStatus(v1alpha1.TemporalWorkerDeploymentStatus{}, 1, res, outcome{}, nil, t0)
 	before := meta.FindStatusCondition(first.Conditions, v1alpha1.ConditionReady).LastTransitionTime
 	time.Sleep(1100 * time.Millisecond)
-	second := newStatus(first, 2, res, nil, nil, t0.Add(time.Minute))
+	second := newStatus(first, 2, res, outcome{}, nil, t0.Add(time.Minute))
 	after := meta.FindStatusCondition(second.Conditions, v1alpha1.ConditionReady)
 	if !after.LastTransitionTime.Equal(&before) || after.ObservedGeneration != 2 {
 		t.Fatalf("transition time moved or generation stale: %+v", after)
@@ -84,5 +86,32 @@ func TestSinceStart(t *testing.T) {
 		if got := sinceStart(c.requeue, c.elapsed); got != c.want {
 			t.Errorf("sinceStart(%s, %s) = %s, want %s", c.requeue, c.elapsed, got, c.want)
 		}
+	}
+}
+
+func TestNewStatusReportsTheOutcome(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	res := planner.Result{
+		Versions:    []planner.Version{{BuildID: "v2", Status: v1alpha1.VersionInactive, Target: true, Deployment: "w-v2"}},
+		Ready:       planner.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Message: "making v2 current"},
+		Progressing: planner.Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonWaitingForPromotion, Message: "making v2 current"},
+	}
+	out := outcome{
+		failed:         []error{errors.New("SetCurrent: unavailable")},
+		gate:           &v1alpha1.GateStatus{BuildID: "v2", WorkflowID: "g", Result: "Running"},
+		updatedInPlace: &planner.UpdateDeployment{Name: "w-v2", BuildID: "v2", Message: "spec.template changed"},
+	}
+	st := newStatus(v1alpha1.TemporalWorkerDeploymentStatus{}, 4, res, out, nil, t0)
+	for _, typ := range []string{v1alpha1.ConditionReady, v1alpha1.ConditionProgressing} {
+		c := meta.FindStatusCondition(st.Conditions, typ)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonPlanExecutionFailed || !strings.Contains(c.Message, "SetCurrent: unavailable") {
+			t.Errorf("%s = %+v, want False/PlanExecutionFailed naming the failed step", typ, c)
+		}
+	}
+	if st.Gate == nil || st.Gate.Result != "Running" {
+		t.Errorf("gate = %+v, want the started run", st.Gate)
+	}
+	if v := st.TargetVersion; v == nil || v.UpdatedInPlaceAt == nil || v.UpdatedInPlaceReason != "spec.template changed" {
+		t.Errorf("target = %+v, want the in-place update recorded", v)
 	}
 }
