@@ -62,6 +62,16 @@ func NewPool(identity string, logger log.Logger) *Pool {
 	}
 }
 
+// Dialer makes an SDK client; client.DialContext in production.
+type Dialer func(context.Context, client.Options) (client.Client, error)
+
+// WithDialer makes the pool dial with d, so tests of the controller can
+// hand it a stub Temporal client.
+func (p *Pool) WithDialer(d Dialer) *Pool {
+	p.dial = d
+	return p
+}
+
 // Identity is the identity the pool's clients use.
 func (p *Pool) Identity() string { return p.identity }
 
