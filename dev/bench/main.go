@@ -40,6 +40,7 @@ type config struct {
 	Out                 string        `json:"-"`
 	Manager             string        `json:"manager,omitempty"`
 	ScaleRollout        bool          `json:"scaleRollout"`
+	Waiting             time.Duration `json:"waitingNanoseconds"`
 	ManagerArgs         []string      `json:"managerArgs,omitempty"`
 }
 
@@ -57,8 +58,10 @@ type Result struct {
 	StepLoad Window `json:"progressiveLoad"`
 	// StepProgress is the Progressive TWD's Ready reasons over time.
 	StepProgress []progressSeen `json:"progressiveProgress"`
-	Scale        *Scale         `json:"scale,omitempty"`
-	Table        []row          `json:"table"`
+	// Waiting: Manual TWDs waiting for a person, alone and ten at once.
+	Waiting []Waiting `json:"waiting,omitempty"`
+	Scale   *Scale    `json:"scale,omitempty"`
+	Table   []row     `json:"table"`
 }
 
 func main() {
@@ -67,6 +70,8 @@ func main() {
 	flag.IntVar(&cfg.Rollouts, "rollouts", envInt("BENCH_ROLLOUTS", 12), "AllAtOnce rollouts timed one after the other (env BENCH_ROLLOUTS)")
 	flag.IntVar(&cfg.ProgressiveRollouts, "progressive-rollouts", envInt("BENCH_PROGRESSIVE_ROLLOUTS", 4), "Progressive rollouts of three steps each")
 	flag.DurationVar(&cfg.Idle, "idle", envDuration("BENCH_IDLE", 3*time.Minute), "how long the N TWDs are watched idle (env BENCH_IDLE)")
+	flag.DurationVar(&cfg.Waiting, "waiting", envDuration("BENCH_WAITING", 2*time.Minute),
+		"how long 1, then 10, Manual TWDs are watched waiting for a promotion (env BENCH_WAITING); 0 skips it")
 	flag.BoolVar(&cfg.ScaleRollout, "scale-rollout", os.Getenv("BENCH_SCALE_ROLLOUT") != "false",
 		"change the image of all N TWDs at once and time it (env BENCH_SCALE_ROLLOUT=false skips it: twice N workers run meanwhile)")
 	flag.StringVar(&cfg.Manager, "manager", "", "manager binary to measure (default .cache/bin/manager, built by make bins)")
@@ -124,6 +129,16 @@ func run(cfg config) error {
 	if len(res.Steps) == 0 && cfg.ProgressiveRollouts > 0 {
 		return fmt.Errorf("no Progressive step could be timed")
 	}
+	if cfg.Waiting > 0 {
+		for i, k := range []int{1, 10} {
+			fmt.Printf("bench: %d Manual TWDs waiting for a promotion for %s\n", k, cfg.Waiting)
+			w, err := waiting(ctx, e, o, fmt.Sprintf("bench-waiting-%d", i), k, cfg.Waiting)
+			if err != nil {
+				return err
+			}
+			res.Waiting = append(res.Waiting, w)
+		}
+	}
 	if cfg.N > 0 {
 		fmt.Printf("bench: scale, %d TWDs with one demo worker each\n", cfg.N)
 		s, err := scale(ctx, e, o, "bench-scale", cfg.N, "bench-reaction", 2, cfg.Idle, cfg.ScaleRollout)
@@ -137,6 +152,9 @@ func run(cfg config) error {
 	res.Table = table(res)
 	res.RolloutLoad.clean()
 	res.StepLoad.clean()
+	for i := range res.Waiting {
+		res.Waiting[i].Window.clean()
+	}
 	if res.Scale != nil {
 		for _, w := range []*Window{&res.Scale.Create, &res.Scale.Idle, &res.Scale.Rollout, &res.Scale.Retire} {
 			w.clean()
@@ -220,10 +238,32 @@ func table(res Result) []row {
 	rows = append(rows, row{Figure: "Cross-check with the server, rollouts",
 		Value: load.crossCheck(),
 		How:   "per method, controller count / Temporal frontend service_requests{service_name=\"frontend\"} over the whole rollout phase minus the benchmark's own calls."})
+	for _, w := range res.Waiting {
+		target, ok := "at most 6 per minute", w.Window.ReadsPerTWDMin <= 6
+		if w.TWDs > 1 {
+			target, ok = "at most 1 per TWD per minute", w.Window.ReadsPerTWDMin <= 1
+		}
+		rows = append(rows,
+			row{Figure: fmt.Sprintf("Temporal reads per waiting TWD per minute (%d Manual TWDs)", w.TWDs),
+				Value:  fmt.Sprintf("%.2f (%s)", w.Window.ReadsPerTWDMin, perMethod(w.Window)),
+				Target: target, Verdict: verdict(ok),
+				How: fmt.Sprintf("the controller's rainbow_temporal_rpcs_total over %s while %d Manual TWDs of one namespace wait for a promotion, "+
+					"15 s after the last of them first reported WaitingForPromotion, divided by TWDs and minutes.", secs(w.Window.Seconds), w.TWDs)},
+			row{Figure: fmt.Sprintf("A person's promotion seen (%d waiting)", w.TWDs),
+				Value: secs(w.PromotionSeenSeconds), Target: "< 10 s plus the list's visibility lag", Verdict: verdict(w.PromotionSeenSeconds < 12),
+				How: "from the benchmark's SetWorkerDeploymentCurrentVersion (as a person with the temporal CLI) for one of them to its watch " +
+					"seeing Ready=True with the version current. One sample: where in the 10 s list interval the promotion falls decides it."},
+		)
+	}
 	if s := res.Scale; s != nil {
 		rows = append(rows, scaleRows(s)...)
 	}
 	return rows
+}
+
+// perMethod lists a window's controller calls by method.
+func perMethod(w Window) string {
+	return joinSorted(w.ControllerRPCs, func(m string, n float64) string { return fmt.Sprintf("%s %.0f", m, n) })
 }
 
 func scaleRows(s *Scale) []row {
