@@ -17,8 +17,11 @@ func gate(v *view, p *plan) (prog progress, hold bool) {
 		return progress{}, false
 	}
 	run := v.in.Gate
-	if run != nil && run.BuildID != v.target {
-		run = nil // a run for an older target says nothing about this one
+	if run != nil && (run.BuildID != v.target || run.Phase == GateCancelled) {
+		// A run for an older target says nothing about this one, and a
+		// cancelled run (the version stopped being the target for a
+		// while) gave no verdict: it runs again.
+		run = nil
 	}
 	ramping := v.status(v.target) == v1alpha1.VersionRamping
 
@@ -43,7 +46,7 @@ func gate(v *view, p *plan) (prog progress, hold bool) {
 	case run.Phase == GateSucceeded:
 		return progress{}, false
 	default:
-		p.after(requeueTemporal)
+		p.after(backoff(v, run.StartedAt))
 		return movingBecause(v1alpha1.ReasonWaitingForPromotion, fmt.Sprintf("gate workflow %s running on version %s", typ, v.target)), true
 	}
 }

@@ -72,9 +72,20 @@ func TestTarget(t *testing.T) {
 			in: with(base(), func(in *Input) {
 				tv := version("v2", inactive)
 				tv.TaskQueuesReady = false
+				tv.RegisteredAt = t0.Add(-time.Second)
 				setVersion(in, tv)
 			}),
 			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPollers, Progressing: condTrue, Requeue: 200 * time.Millisecond,
+				Message: "register all their task queues"},
+		},
+		"task queues overdue: the look backs off": {
+			in: with(base(), func(in *Input) {
+				tv := version("v2", inactive)
+				tv.TaskQueuesReady = false
+				tv.RegisteredAt = t0.Add(-2 * time.Minute)
+				setVersion(in, tv)
+			}),
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPollers, Progressing: condTrue, Requeue: 30 * time.Second,
 				Message: "register all their task queues"},
 		},
 		"registered but nobody polls: no routing": {
@@ -420,6 +431,16 @@ func TestGate(t *testing.T) {
 		"a running gate while Temporal is unknown: nothing cancelled": {
 			in:   with(base(), run("v1", GateRunning), func(in *Input) { in.Temporal = nil }),
 			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonTemporalStateFetchFailed, Progressing: condFalse, Requeue: 10 * time.Second},
+		},
+		"running for two minutes: the look backs off": {
+			in: with(base(), gated, run("v2", GateRunning), func(in *Input) { in.Gate.StartedAt = t0.Add(-2 * time.Minute) }),
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue, Requeue: 30 * time.Second,
+				Message: "gate workflow Validate running on version v2"},
+		},
+		"a cancelled run of the target: the gate runs again": {
+			in: with(base(), gated, run("v2", GateCancelled)),
+			want: expect{StartGate: start, Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue,
+				Requeue: time.Second, Events: []string{EventStartGate}},
 		},
 		"running: wait": {
 			in: with(base(), gated, run("v2", GateRunning)),

@@ -32,6 +32,19 @@ const (
 	requeueIdle = time.Minute
 )
 
+// taskQueuesDue: a registered version's other task queue types arrive
+// within this long; later, they are not about to.
+const taskQueuesDue = 10 * time.Second
+
+// backoff paces a wait on Temporal that began at since: every second at
+// first, then a quarter of the time waited, at most requeueIdle.
+func backoff(v *view, since time.Time) time.Duration {
+	if since.IsZero() {
+		return requeueTemporal
+	}
+	return min(requeueIdle, max(requeueTemporal, v.now().Sub(since)/4))
+}
+
 // waitFor records that the plan waits on a person's change in Temporal.
 func (p *plan) waitFor(w PersonWait) {
 	p.res.WaitsFor = w

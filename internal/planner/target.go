@@ -234,6 +234,11 @@ func waitForWorkers(v *view, p *plan, dep Deployment) (progress, bool) {
 	case !tv.TaskQueuesReady:
 		msg = fmt.Sprintf("waiting for the workers of version %s to register all their task queues with Temporal", v.target)
 		wait = requeueTaskQueues
+		if !tv.RegisteredAt.IsZero() && v.now().Sub(tv.RegisteredAt) > taskQueuesDue {
+			// Overdue: a task queue the current version has, or a type
+			// that never registers. Look less often as it drags on.
+			wait = backoff(v, tv.RegisteredAt)
+		}
 	case !tv.HasPollers:
 		msg = fmt.Sprintf("version %s is registered but no worker polls it", v.target)
 	default:

@@ -198,6 +198,8 @@ type GateRun struct {
 	BuildID string
 	Phase   GatePhase
 	Message string
+	// StartedAt is when a running gate started; zero if unknown.
+	StartedAt time.Time
 }
 
 // Problem is a reason and message for a condition.

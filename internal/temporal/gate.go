@@ -37,8 +37,9 @@ func GateWorkflowID(deploymentName, buildID string) string {
 // StartGate starts the gate workflow pinned to the version, so it runs on
 // that build's workers whatever the routing says. input is the workflow's
 // single argument as JSON, or nil for none. Starting again returns the
-// existing run, running or closed: a gate runs once per version (until
-// Temporal's retention removes the closed run).
+// existing run, running or completed: a gate runs once per version (until
+// Temporal's retention removes the closed run); a run that did not complete
+// is replaced.
 // timeout, when positive, is the run's execution timeout: Temporal ends a
 // run that has not finished by then, and it reads as a failed gate.
 func (a *API) StartGate(ctx context.Context, deploymentName, buildID, taskQueue, workflowType string, input []byte, timeout time.Duration) (workflowID, runID string, err error) {
@@ -58,9 +59,11 @@ func (a *API) StartGate(ctx context.Context, deploymentName, buildID, taskQueue,
 		ID:                       workflowID,
 		TaskQueue:                taskQueue,
 		WorkflowExecutionTimeout: timeout,
-		// A running gate is joined; a closed one is not run again.
+		// A running gate is joined. A completed one is not run again; one
+		// that did not complete (failed, timed out, cancelled) may be, but
+		// the planner starts one again only after a cancellation.
 		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		VersioningOverride: &client.PinnedVersioningOverride{
 			Version: worker.WorkerDeploymentVersion{DeploymentName: deploymentName, BuildID: buildID},
@@ -102,6 +105,8 @@ type GateStatus struct {
 	RunID   string
 	// BuildID is the version the run is on, as Temporal reports it.
 	BuildID string
+	// StartedAt is when the run started.
+	StartedAt time.Time
 }
 
 // GateResult reads the latest run of a gate: one DescribeWorkflowExecution,
@@ -114,8 +119,9 @@ func (a *API) GateResult(ctx context.Context, workflowID string) (GateStatus, er
 	}
 	info := desc.GetWorkflowExecutionInfo()
 	gs := GateStatus{
-		RunID:   info.GetExecution().GetRunId(),
-		BuildID: info.GetVersioningInfo().GetDeploymentVersion().GetBuildId(),
+		StartedAt: info.GetStartTime().AsTime(),
+		RunID:     info.GetExecution().GetRunId(),
+		BuildID:   info.GetVersioningInfo().GetDeploymentVersion().GetBuildId(),
 	}
 	switch info.GetStatus() {
 	// Describe without a run ID follows continue-as-new to the latest run;
@@ -133,6 +139,13 @@ func (a *API) GateResult(ctx context.Context, workflowID string) (GateStatus, er
 		if err := a.c.GetWorkflow(ctx, workflowID, gs.RunID).Get(ctx, &result); err == nil {
 			gs.Message = resultText(result)
 		}
+		return gs, nil
+	}
+	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED {
+		// The controller cancels a gate nobody needs any more; it is no
+		// verdict on the version, which gets a new run if it is the
+		// target again.
+		gs.Phase, gs.Message = planner.GateCancelled, "the gate workflow was cancelled"
 		return gs, nil
 	}
 	err = a.c.GetWorkflow(ctx, workflowID, gs.RunID).Get(ctx, nil)
@@ -163,8 +176,6 @@ func failureText(st enumspb.WorkflowExecutionStatus, err error) string {
 	switch st {
 	case enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
 		return "the gate workflow did not finish within spec.rollout.gate.timeout"
-	case enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
-		return "the gate workflow was cancelled"
 	case enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED:
 		return "the gate workflow was terminated: " + err.Error()
 	}

@@ -163,6 +163,10 @@ func (c stubSDK) CheckHealth(context.Context, *sdkclient.CheckHealthRequest) (*s
 	return &sdkclient.CheckHealthResponse{}, nil
 }
 func (c stubSDK) Close() {}
+func (c stubSDK) CancelWorkflow(_ context.Context, id, _ string) error {
+	c.svc.write("CancelWorkflow %s", id)
+	return nil
+}
 
 // fixture is one scenario's world.
 type fixture struct {
@@ -327,6 +331,16 @@ func TestReconcileWrites(t *testing.T) {
 				f.twd.DeletionTimestamp = &metav1.Time{Time: f.now}
 			},
 			tmprl: []string{`SetWorkerDeploymentCurrentVersion "" token=token`},
+			kube:  []string{"patch status TemporalWorkerDeployment orders"},
+		},
+		"deleting while a gate runs: the gate is cancelled along with the first step": {
+			setup: func(f *fixture) {
+				f.runningDeployment()
+				f.registered(true, enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_CURRENT)
+				f.twd.DeletionTimestamp = &metav1.Time{Time: f.now}
+				f.twd.Status.Gate = &v1alpha1.GateStatus{BuildID: "v0", WorkflowID: "gate-v0", Result: "Running"}
+			},
+			tmprl: []string{`SetWorkerDeploymentCurrentVersion "" token=token`, "CancelWorkflow " + temporal.GateWorkflowID("shop/orders", "v0")},
 			kube:  []string{"patch status TemporalWorkerDeployment orders"},
 		},
 		"deleting while the version drains: nothing is deleted": {

@@ -172,6 +172,18 @@ func (c *idleCache) remember(ctx context.Context, o *observation, connKey string
 	return e, true
 }
 
+// adoptSummary gives a remembered TWD the list's view of its worker
+// deployment, once the list shows it as the describe did, so that its next
+// reconciles are served from the list.
+func (c *idleCache) adoptSummary(key types.NamespacedName, s temporal.DeploymentSummary) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.twds[key]; ok && !e.hasSummary {
+		e.summary, e.hasSummary = s, true
+		c.twds[key] = e
+	}
+}
+
 // entry is the remembered state of a TWD, if any.
 func (c *idleCache) entry(key types.NamespacedName) (idleEntry, bool) {
 	c.mu.Lock()

@@ -61,6 +61,9 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 		deploymentName: WorkerDeploymentName(twd),
 		targetBuildID:  buildid.Of(&twd.Spec),
 		details:        map[string]temporal.VersionDetail{},
+		// The latest gate run stays in status unless this pass learns
+		// more, an outage included.
+		gate: twd.Status.Gate.DeepCopy(),
 	}
 	deps, err := ownedDeployments(ctx, r.Client, twd)
 	if err != nil {
@@ -165,6 +168,7 @@ func (r *Reconciler) observeTemporal(ctx context.Context, o *observation) error 
 		v.Described = true
 	}
 	if o.input.Deletion != nil {
+		staleGate(o, true)
 		return nil
 	}
 	return r.observeGate(ctx, o)
@@ -196,17 +200,9 @@ func (r *Reconciler) describeTarget(ctx context.Context, o *observation, v *plan
 // status is final (a gate runs once per version), so it costs no RPC.
 func (r *Reconciler) observeGate(ctx context.Context, o *observation) error {
 	g := o.twd.Spec.Rollout.Gate
-	if prev := o.twd.Status.Gate; prev != nil && prev.Result == string(planner.GateRunning) &&
-		(prev.BuildID != o.targetBuildID || g == nil) {
-		// Still running for a version that no longer needs it: the
-		// planner cancels it, and status keeps it until then.
-		o.gate = prev.DeepCopy()
-		o.input.Gate = &planner.GateRun{BuildID: prev.BuildID, Phase: planner.GateRunning}
-		if g == nil {
-			return nil
-		}
-	}
-	if g == nil {
+	if staleGate(o, g == nil) || g == nil {
+		// A stale run is cancelled first; the target's own run is looked
+		// up on the next pass.
 		return nil
 	}
 	if prev := o.twd.Status.Gate; prev != nil && prev.BuildID == o.targetBuildID {
@@ -227,9 +223,23 @@ func (r *Reconciler) observeGate(ctx context.Context, o *observation) error {
 	if err != nil {
 		return err
 	}
-	o.input.Gate = &planner.GateRun{BuildID: o.targetBuildID, Phase: res.Phase, Message: res.Message}
+	o.input.Gate = &planner.GateRun{BuildID: o.targetBuildID, Phase: res.Phase, Message: res.Message, StartedAt: res.StartedAt}
 	o.gate = &v1alpha1.GateStatus{BuildID: o.targetBuildID, WorkflowID: id, RunID: res.RunID, Result: string(res.Phase), Message: res.Message}
 	return nil
+}
+
+// staleGate hands the planner a gate run that status shows still running
+// for a version that no longer needs it (not the target, the spec dropped
+// its gate, or the TWD is deleted), so that it is cancelled; status keeps
+// it until then.
+func staleGate(o *observation, unneeded bool) bool {
+	prev := o.twd.Status.Gate
+	if prev == nil || prev.Result != string(planner.GateRunning) || (prev.BuildID == o.targetBuildID && !unneeded) {
+		return false
+	}
+	o.gate = prev.DeepCopy()
+	o.input.Gate = &planner.GateRun{BuildID: prev.BuildID, Phase: planner.GateRunning}
+	return true
 }
 
 // plannerSpec is the part of the spec the rollout rules read. Defaults

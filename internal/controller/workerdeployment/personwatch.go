@@ -41,6 +41,10 @@ type waiter struct {
 	deployment string
 	summary    temporal.DeploymentSummary
 	seen       bool // summary was in the list
+	// described is the routing the TWD's last describe saw, to tell a
+	// worker deployment that first shows up in the (lagging) list as it
+	// was described from one that changed.
+	described temporal.DeploymentSummary
 }
 
 func newPersonWatch(idle *idleCache) *personWatch {
@@ -49,7 +53,7 @@ func newPersonWatch(idle *idleCache) *personWatch {
 
 // wait registers a TWD that waits on a routing change of its worker
 // deployment, as summary (from a list read after its describe) shows it.
-func (w *personWatch) wait(key types.NamespacedName, connKey string, fetch listFunc, deployment string, summary temporal.DeploymentSummary, seen bool) {
+func (w *personWatch) wait(key types.NamespacedName, connKey string, fetch listFunc, deployment string, summary temporal.DeploymentSummary, seen bool, described temporal.DeploymentSummary) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.forgetLocked(key)
@@ -59,11 +63,14 @@ func (w *personWatch) wait(key types.NamespacedName, connKey string, fetch listF
 		w.conns[connKey] = c
 	}
 	c.fetch = fetch
-	c.waiters[key] = waiter{deployment: deployment, summary: summary, seen: seen}
+	c.waiters[key] = waiter{deployment: deployment, summary: summary, seen: seen, described: described}
 }
 
 // forget stops watching a TWD.
 func (w *personWatch) forget(key types.NamespacedName) {
+	if w == nil {
+		return
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.forgetLocked(key)
@@ -109,7 +116,9 @@ func (w *personWatch) check(ctx context.Context, now time.Time) {
 	for _, j := range jobs {
 		// Fresh enough to see a change within an interval; the idle cache
 		// shares it with the idle TWDs of the namespace.
-		summaries, err := w.idle.list(ctx, j.fetch, j.connKey, now, personWatchInterval)
+		listCtx, cancel := context.WithTimeout(ctx, personWatchInterval)
+		summaries, err := w.idle.list(listCtx, j.fetch, j.connKey, now, personWatchInterval)
+		cancel()
 		if err != nil {
 			logf.FromContext(ctx).V(1).Info("listing worker deployments for waiting TWDs failed; they poll on their own meanwhile", "error", err.Error())
 			continue
@@ -132,7 +141,16 @@ func (w *personWatch) changed(connKey string, summaries map[string]temporal.Depl
 	var out []types.NamespacedName
 	for key, wt := range c.waiters {
 		s, seen := summaries[wt.deployment]
-		if seen == wt.seen && (!seen || sameRouting(s, wt.summary)) {
+		switch {
+		case seen == wt.seen && (!seen || sameRouting(s, wt.summary)):
+			continue
+		case seen && !wt.seen && s.CurrentBuildID == wt.described.CurrentBuildID &&
+			s.RampingBuildID == wt.described.RampingBuildID && s.RampPercentage == wt.described.RampPercentage:
+			// Visibility caught up with what the describe saw: nothing
+			// changed, so keep waiting, now on the list's view.
+			wt.summary, wt.seen = s, true
+			c.waiters[key] = wt
+			w.idle.adoptSummary(key, s)
 			continue
 		}
 		out = append(out, key)

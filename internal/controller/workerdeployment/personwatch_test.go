@@ -29,9 +29,13 @@ func TestPersonWatchWakesOnlyChangedWorkerDeployments(t *testing.T) {
 	w := newPersonWatch(&idleCache{})
 	manual, still, late := types.NamespacedName{Namespace: "ns", Name: "manual"}, types.NamespacedName{Namespace: "ns", Name: "other"},
 		types.NamespacedName{Namespace: "ns", Name: "late"}
-	w.wait(manual, "conn", fetch, waiting.Name, waiting, true)
-	w.wait(still, "conn", fetch, other.Name, other, true)
-	w.wait(late, "conn", fetch, "ns/late", temporal.DeploymentSummary{}, false)
+	w.wait(manual, "conn", fetch, waiting.Name, waiting, true, waiting)
+	w.wait(still, "conn", fetch, other.Name, other, true, other)
+	// Described with v3 current, not yet in the lagging list.
+	w.wait(late, "conn", fetch, "ns/late", temporal.DeploymentSummary{}, false, temporal.DeploymentSummary{CurrentBuildID: "v3"})
+	// Also not in the list yet; it will show up as described.
+	quiet := types.NamespacedName{Namespace: "ns", Name: "quiet"}
+	w.wait(quiet, "conn", fetch, "ns/quiet", temporal.DeploymentSummary{}, false, temporal.DeploymentSummary{CurrentBuildID: "v5"})
 
 	now := at.Add(time.Minute)
 	w.check(context.Background(), now)
@@ -43,7 +47,8 @@ func TestPersonWatchWakesOnlyChangedWorkerDeployments(t *testing.T) {
 	promoted := waiting
 	promoted.CurrentBuildID, promoted.RoutingChangedAt = "v2", at.Add(2*time.Minute)
 	list[waiting.Name] = promoted
-	list["ns/late"] = temporal.DeploymentSummary{Name: "ns/late"}
+	list["ns/late"] = temporal.DeploymentSummary{Name: "ns/late", CurrentBuildID: "v4"}
+	list["ns/quiet"] = temporal.DeploymentSummary{Name: "ns/quiet", CurrentBuildID: "v5"}
 	now = now.Add(personWatchInterval)
 	w.check(context.Background(), now)
 	if calls.Load() != 2 {
@@ -53,13 +58,14 @@ func TestPersonWatchWakesOnlyChangedWorkerDeployments(t *testing.T) {
 	for len(w.events) > 0 {
 		woken[(<-w.events).Object.GetName()] = true
 	}
-	if !woken["manual"] || !woken["late"] || woken["other"] {
-		t.Fatalf("woken %v, want manual and late only", woken)
+	if !woken["manual"] || !woken["late"] || woken["other"] || woken["quiet"] {
+		t.Fatalf("woken %v, want manual (promoted) and late (changed before the list showed it) only", woken)
 	}
 
 	// Woken TWDs are no longer watched until they register again; a
 	// forgotten one never is.
 	w.forget(still)
+	w.forget(quiet)
 	list[other.Name] = promoted
 	w.check(context.Background(), now.Add(personWatchInterval))
 	if len(w.events) != 0 {

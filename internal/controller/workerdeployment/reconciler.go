@@ -130,6 +130,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			forgetMetrics(req.Namespace, req.Name)
 			r.idle.forget(req.NamespacedName)
 			r.throttled.clear(req.NamespacedName)
+			r.watch.forget(req.NamespacedName)
 			r.Pool.Forget(ownerKey(&v1alpha1.TemporalWorkerDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name}}))
 			return reconcile.Result{}, nil
 		}
@@ -138,6 +139,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	deleting := !twd.DeletionTimestamp.IsZero()
 	switch {
 	case deleting && !controllerutil.ContainsFinalizer(&twd, Finalizer):
+		r.watch.forget(req.NamespacedName)
 		return reconcile.Result{}, nil
 	case !deleting && !controllerutil.ContainsFinalizer(&twd, Finalizer):
 		patched := twd.DeepCopy()
@@ -225,7 +227,9 @@ func (r *Reconciler) watchRouting(o *observation, res planner.Result) {
 		r.watch.forget(key)
 		return
 	}
-	r.watch.wait(key, o.connKey, o.api.ListDeployments, o.deploymentName, e.summary, e.hasSummary)
+	t := e.state
+	described := temporal.DeploymentSummary{CurrentBuildID: t.CurrentBuildID, RampingBuildID: t.RampingBuildID, RampPercentage: t.RampPercentage}
+	r.watch.wait(key, o.connKey, o.api.ListDeployments, o.deploymentName, e.summary, e.hasSummary, described)
 }
 
 // sinceStart turns a delay the plan counted from the start of the pass
