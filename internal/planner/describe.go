@@ -6,7 +6,8 @@ import "github.com/rainbow-deploy/rainbow/api/v1alpha1"
 // in.Temporal, the versions whose pollers and task queues the rules read,
 // so the caller describes exactly these and marks them Described:
 //   - the target while it is registered and not current (workers polling
-//     every task queue gate each routing step);
+//     every task queue gate each routing step), unless another identity
+//     manages the worker deployment;
 //   - versions that may be deleted from Temporal, which Temporal refuses
 //     while polled: no Deployment left, not the target, and drained or
 //     inactive (while the TWD is deleted: any version not routed to).
@@ -32,7 +33,9 @@ func VersionsToDescribe(in Input) []string {
 				out = append(out, b)
 			}
 		case b == in.Spec.TargetBuildID:
-			if b != t.CurrentBuildID {
+			// Not while another identity manages the worker deployment:
+			// nothing is routed to the target then.
+			if b != t.CurrentBuildID && (t.ManagerIdentity == "" || t.ManagerIdentity == in.Identity) {
 				out = append(out, b)
 			}
 		case !deps[b] && !routed && (tv.Status == v1alpha1.VersionDrained || tv.Status == v1alpha1.VersionInactive):

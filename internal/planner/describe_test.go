@@ -28,6 +28,9 @@ func TestVersionsToDescribe(t *testing.T) {
 			}),
 			want: []string{"v1"},
 		},
+		"another identity manages the worker deployment: the target is not described": {
+			in: with(base(), func(in *Input) { in.Temporal.ManagerIdentity = "alice" }),
+		},
 		"Temporal unknown: nothing": {
 			in: with(base(), func(in *Input) { in.Temporal = nil }),
 		},

@@ -16,7 +16,8 @@
 //   - Traffic goes only to a version whose Deployment is available and whose
 //     workers poll every task queue (WaitingForPollers until then).
 //   - Routing is never written while another identity manages the worker
-//     deployment; we claim the manager identity before our first write.
+//     deployment (checked before the workers, which then need no look);
+//     we claim the manager identity before our first write.
 //   - A target that lost its traffic recently, by someone else's routing
 //     change, is left as they set it (RoutingChangedExternally). If we made
 //     that change and the target was current before, it becomes current at

@@ -51,14 +51,16 @@ func planTarget(v *view, p *plan) progress {
 		return movingBecause(v1alpha1.ReasonWaitingForPollers, fmt.Sprintf(
 			"rolling the changed pod template of version %s out to its Deployment %s in place before it gets traffic", v.target, dep.Name))
 	}
-	if prog, waiting := waitForWorkers(v, p, dep); waiting {
-		return prog
-	}
 	if m := v.otherManager(); m != "" {
+		// Checked before the workers: nothing is routed either way, and
+		// so the target need not be described while a person decides.
 		msg := managedByOtherMessage(v, m)
 		p.event(EventWarning, v1alpha1.ReasonManagedByOtherIdentity, msg)
 		p.waitFor(WaitManager)
 		return blockedBecause(v1alpha1.ReasonManagedByOtherIdentity, msg)
+	}
+	if prog, waiting := waitForWorkers(v, p, dep); waiting {
+		return prog
 	}
 	return promote(v, p)
 }
