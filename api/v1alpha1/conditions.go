@@ -12,6 +12,13 @@ const (
 	// ConditionProgressing is True while a rollout moves, False when it is
 	// done (RolloutComplete) or blocked (an error reason).
 	ConditionProgressing = "Progressing"
+	// ConditionReconciling is kstatus' "in progress": True while the
+	// controller works towards the spec (the same reasons as Progressing).
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is kstatus' "failed": True while the rollout is
+	// blocked until someone or something outside acts, so that Flux and
+	// Helm 4 stop waiting at once.
+	ConditionStalled = "Stalled"
 )
 
 // Condition reasons. The error reasons appear on both Ready and Progressing.

@@ -109,8 +109,10 @@ func setTaskQueue(t *testing.T, twd *v1alpha1.TemporalWorkerDeployment, queue st
 func requireComplete(t *testing.T, twd *v1alpha1.TemporalWorkerDeployment) {
 	t.Helper()
 	if !hasCondition(twd, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonRolloutComplete) ||
-		!hasCondition(twd, v1alpha1.ConditionProgressing, metav1.ConditionFalse, v1alpha1.ReasonRolloutComplete) {
-		t.Fatalf("want Ready=True and Progressing=False with reason RolloutComplete: %s", describe(twd))
+		!hasCondition(twd, v1alpha1.ConditionProgressing, metav1.ConditionFalse, v1alpha1.ReasonRolloutComplete) ||
+		!hasCondition(twd, v1alpha1.ConditionReconciling, metav1.ConditionFalse, v1alpha1.ReasonRolloutComplete) ||
+		!hasCondition(twd, v1alpha1.ConditionStalled, metav1.ConditionFalse, v1alpha1.ReasonRolloutComplete) {
+		t.Fatalf("want Ready=True, and Progressing, Reconciling and Stalled False, with reason RolloutComplete: %s", describe(twd))
 	}
 }
 

@@ -144,6 +144,11 @@ func TestGateWorkflowDecidesTheRollout(t *testing.T) {
 	if c := findCondition(got, v1alpha1.ConditionReady); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "smoke test failed") {
 		t.Fatalf("Ready after a failed gate: %+v", c)
 	}
+	// kstatus (Flux, Helm 4) reads a blocked rollout as failed.
+	if !hasCondition(got, v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonGateFailed) ||
+		!hasCondition(got, v1alpha1.ConditionReconciling, metav1.ConditionFalse, v1alpha1.ReasonGateFailed) {
+		t.Fatalf("want Stalled=True and Reconciling=False after a failed gate: %s", describe(got))
+	}
 	if cur, ramping, _ := r.routing(); cur != v1 || ramping != "" {
 		t.Fatalf("after a failed gate on %s routing is current=%q ramping=%q, want %s and no ramp", v2, cur, ramping, v1)
 	}

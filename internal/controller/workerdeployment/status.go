@@ -53,8 +53,27 @@ func newStatus(old v1alpha1.TemporalWorkerDeploymentStatus, generation int64, re
 	}
 	setCondition(&st.Conditions, v1alpha1.ConditionReady, res.Ready, generation)
 	setCondition(&st.Conditions, v1alpha1.ConditionProgressing, res.Progressing, generation)
+	reconciling, stalled := kstatusConditions(res)
+	setCondition(&st.Conditions, v1alpha1.ConditionReconciling, reconciling, generation)
+	setCondition(&st.Conditions, v1alpha1.ConditionStalled, stalled, generation)
 	markUpdatedInPlace(&st, out.updatedInPlace, now)
 	return st
+}
+
+// kstatusConditions are Reconciling and Stalled, kstatus' conventions,
+// from the same state as Progressing: moving is Reconciling, blocked (or a
+// failed step) is Stalled, a complete rollout is neither.
+func kstatusConditions(res planner.Result) (reconciling, stalled planner.Condition) {
+	p := res.Progressing
+	no := planner.Condition{Status: metav1.ConditionFalse, Reason: p.Reason, Message: p.Message}
+	yes := planner.Condition{Status: metav1.ConditionTrue, Reason: p.Reason, Message: p.Message}
+	switch {
+	case p.Reason == v1alpha1.ReasonPlanExecutionFailed || res.State == planner.StateBlocked:
+		return no, yes
+	case res.State == planner.StateComplete:
+		return no, no
+	}
+	return yes, no
 }
 
 // withOutcome reports a failed step on both conditions instead of what the

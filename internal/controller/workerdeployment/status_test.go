@@ -115,3 +115,23 @@ func TestNewStatusReportsTheOutcome(t *testing.T) {
 		t.Errorf("target = %+v, want the in-place update recorded", v)
 	}
 }
+
+func TestKstatusConditionsFollowTheRolloutState(t *testing.T) {
+	cases := map[string]struct {
+		res                 planner.Result
+		reconciling, stalld metav1.ConditionStatus
+	}{
+		"moving":   {planner.Result{State: planner.StateMoving, Progressing: planner.Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonRamping}}, metav1.ConditionTrue, metav1.ConditionFalse},
+		"blocked":  {planner.Result{State: planner.StateBlocked, Progressing: planner.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonGateFailed}}, metav1.ConditionFalse, metav1.ConditionTrue},
+		"complete": {planner.Result{State: planner.StateComplete, Progressing: planner.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonRolloutComplete}}, metav1.ConditionFalse, metav1.ConditionFalse},
+		"a step failed": {withOutcome(planner.Result{State: planner.StateMoving}, outcome{failed: []error{errors.New("boom")}}),
+			metav1.ConditionFalse, metav1.ConditionTrue},
+	}
+	for name, c := range cases {
+		r, s := kstatusConditions(c.res)
+		if r.Status != c.reconciling || s.Status != c.stalld || r.Reason != c.res.Progressing.Reason || s.Reason != c.res.Progressing.Reason {
+			t.Errorf("%s: Reconciling=%s/%s Stalled=%s/%s, want %s and %s with Progressing's reason %q",
+				name, r.Status, r.Reason, s.Status, s.Reason, c.reconciling, c.stalld, c.res.Progressing.Reason)
+		}
+	}
+}
