@@ -114,7 +114,7 @@ func WorkerLabel(twdName string) string {
 // NewDeployment builds the Deployment of one version from the TWD's current
 // template. replicas is nil when an autoscaler owns them.
 func NewDeployment(twd *v1alpha1.TemporalWorkerDeployment, id Identity, conn Connection, replicas *int32) *appsv1.Deployment {
-	selector := selectorOf(twd.Name, id.BuildID)
+	selector := SelectorLabels(twd.Name, id.BuildID)
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      DeploymentName(twd.Name, id.BuildID),
@@ -145,7 +145,7 @@ func NewDeployment(twd *v1alpha1.TemporalWorkerDeployment, id Identity, conn Con
 // Replicas and the selector are left alone.
 func SetTemplate(d *appsv1.Deployment, twd *v1alpha1.TemporalWorkerDeployment, id Identity, conn Connection) {
 	tpl := *twd.Spec.Template.DeepCopy()
-	tpl.Labels = merge(tpl.Labels, selectorOf(twd.Name, id.BuildID))
+	tpl.Labels = merge(tpl.Labels, SelectorLabels(twd.Name, id.BuildID))
 	ApplyConnection(&tpl, id, conn)
 	d.Spec.Template = tpl
 	d.Spec.MinReadySeconds = twd.Spec.MinReadySeconds
@@ -188,7 +188,10 @@ func Address(d *appsv1.Deployment) string {
 	return ""
 }
 
-func selectorOf(twdName, buildID string) map[string]string {
+// SelectorLabels are the versioned Deployment's selector labels, also on its
+// pods. Owned resources inject the same labels for `matchLabels: null`, so
+// that a PodDisruptionBudget, say, selects exactly that version's pods.
+func SelectorLabels(twdName, buildID string) map[string]string {
 	return map[string]string{LabelWorker: WorkerLabel(twdName), LabelBuildID: buildID}
 }
 

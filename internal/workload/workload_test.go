@@ -183,6 +183,25 @@ func TestWorkerLabel(t *testing.T) {
 	}
 }
 
+// TestSelectorLabels: owned resources inject SelectorLabels for
+// `matchLabels: null`, so they must be what the Deployment selects.
+func TestSelectorLabels(t *testing.T) {
+	d := NewDeployment(twd(), id, Connection{Address: "temporal:7233"}, nil)
+	want := SelectorLabels("orders", "v1-abc")
+	if !reflect.DeepEqual(d.Spec.Selector.MatchLabels, want) {
+		t.Errorf("selector = %v, want %v", d.Spec.Selector.MatchLabels, want)
+	}
+	for k, v := range want {
+		if d.Spec.Template.Labels[k] != v {
+			t.Errorf("pod label %s = %q, want %q", k, d.Spec.Template.Labels[k], v)
+		}
+	}
+	long := strings.Repeat("x", 100)
+	if got := SelectorLabels(long, "v1")[LabelWorker]; got != WorkerLabel(long) {
+		t.Errorf("worker label of a long name = %q", got)
+	}
+}
+
 // TestInPlaceUpdateMatchesCreation: updating a Deployment to a changed
 // template gives the same pod template a new Deployment would get, and
 // keeps what belongs to the running Deployment (replicas, selector).

@@ -1,0 +1,386 @@
+// Package ownedresource renders the per-version copies of a
+// TemporalWorkerOwnedResource: from the user's spec.object and one worker
+// version it builds the complete object the controller server-side applies,
+// with its name, labels, owner reference, injected scaleTargetRef and
+// matchLabels, and Go templates executed. It is pure: no clients, no clock,
+// so the planner can call it and the admission webhook can dry-run it.
+package ownedresource
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"text/template"
+	"text/template/parse"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/rainbow-deploy/rainbow/internal/workload"
+)
+
+// LabelOwnedResource is set on every copy, next to workload.LabelWorker and
+// workload.LabelBuildID, to the TemporalWorkerOwnedResource's name (hashed
+// like workload.WorkerLabel when longer than a label value allows).
+const LabelOwnedResource = "temporal.io/owned-resource"
+
+const (
+	// maxName keeps copies valid for every kind, even one whose name becomes
+	// a prefix of pod names as a Deployment's does (see workload).
+	maxName   = 47
+	nameHash  = 8
+	maxPrefix = maxName - nameHash - 1
+	// maxRendered bounds what templates may write in one object: more than
+	// the API server stores (about 1.5 MiB) is a mistake or an attack.
+	maxRendered = 1 << 20
+)
+
+// Data is what Go templates in string values see.
+type Data struct {
+	// DeploymentName is the versioned Kubernetes Deployment's name (not the
+	// Temporal worker deployment name).
+	DeploymentName string
+	BuildID        string
+	// TemporalNamespace is the Temporal namespace the workers poll.
+	TemporalNamespace string
+}
+
+// Target is the worker version a copy is made for.
+type Target struct {
+	// Namespace is the Kubernetes namespace of the TWD and the TWOR.
+	Namespace string
+	// WorkerDeployment is the TemporalWorkerDeployment's name.
+	WorkerDeployment string
+	// OwnedResource is the TemporalWorkerOwnedResource's name.
+	OwnedResource string
+	BuildID       string
+	// DeploymentName and DeploymentUID identify the versioned Deployment,
+	// which owns the copy.
+	DeploymentName    string
+	DeploymentUID     string
+	TemporalNamespace string
+}
+
+// Name is the name of the copy for one TWD, TWOR and build ID: at most 47
+// characters, "{prefix}-{hash}". The prefix is "{twd}-{twor}-{buildID}"
+// made a DNS-1123 label (lowercased, other characters become "-") and cut
+// to fit; the hash is 8 hex digits of SHA-256 over the exact triple. The
+// hash is always there, so triples that read the same after truncation or
+// sanitising ("v1.0" and "v1-0") still get distinct names.
+func Name(twd, twor, buildID string) string {
+	prefix := strings.Map(func(r rune) rune {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			return r
+		}
+		return '-'
+	}, strings.ToLower(twd+"-"+twor+"-"+buildID))
+	// Cut before trimming: the cut may leave a trailing "-". Bytes suffice,
+	// every rune is ASCII now.
+	prefix = strings.Trim(prefix[:min(len(prefix), maxPrefix)], "-")
+	// Length prefixes keep the encoding unambiguous whatever the parts hold.
+	h := sha256.New()
+	for _, part := range []string{twd, twor, buildID} {
+		fmt.Fprintf(h, "%d:%s", len(part), part)
+	}
+	hash := hex.EncodeToString(h.Sum(nil))[:nameHash]
+	if prefix == "" {
+		return hash
+	}
+	return prefix + "-" + hash
+}
+
+// Render returns the complete object to server-side apply for t, from
+// object (spec.object decoded with json.Unmarshal into map[string]any),
+// which it never modifies:
+//
+//   - every string value that contains "{{" is executed as a Go template
+//     with Data; an unknown field or a failing template is an error that
+//     names the value's path;
+//   - a "scaleTargetRef: null" at any depth becomes a reference to the
+//     versioned Deployment and a "matchLabels: null" its selector labels
+//     (absent or non-null values are left alone: the webhook rejects
+//     non-null ones);
+//   - metadata is the controller's: name, namespace, the owner reference
+//     to the versioned Deployment, and the user's labels and annotations,
+//     with the controller's labels winning; every other metadata field
+//     the user set is dropped;
+//   - status is dropped.
+//
+// It fails when apiVersion or kind is missing, when a template fails, and
+// when metadata.labels or metadata.annotations are not maps of strings.
+func Render(object map[string]any, t Target) (*unstructured.Unstructured, error) {
+	r := renderer{data: Data{DeploymentName: t.DeploymentName, BuildID: t.BuildID, TemporalNamespace: t.TemporalNamespace}, target: t}
+	// The walk copies as it goes, so object stays untouched.
+	out, err := r.walk(object, "")
+	if err != nil {
+		return nil, err
+	}
+	obj, _ := out.(map[string]any)
+	if obj == nil {
+		obj = map[string]any{}
+	}
+	for _, field := range []string{"apiVersion", "kind"} {
+		if s, ok := obj[field].(string); !ok || s == "" {
+			return nil, fmt.Errorf("%s: required, a non-empty string", field)
+		}
+	}
+
+	labels, err := stringMap(obj, "labels")
+	if err != nil {
+		return nil, err
+	}
+	annotations, err := stringMap(obj, "annotations")
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(labels, map[string]any{
+		workload.LabelWorker:  workload.WorkerLabel(t.WorkerDeployment),
+		workload.LabelBuildID: t.BuildID,
+		LabelOwnedResource:    workload.WorkerLabel(t.OwnedResource),
+	})
+	meta := map[string]any{
+		"name":      Name(t.WorkerDeployment, t.OwnedResource, t.BuildID),
+		"namespace": t.Namespace,
+		"labels":    labels,
+		// The versioned Deployment owns the copy, so Kubernetes' garbage
+		// collector deletes it with the version. blockOwnerDeletion stays
+		// unset: setting it needs update permission on the owner's
+		// finalizers, and nothing needs to wait for the copy.
+		"ownerReferences": []any{map[string]any{
+			"apiVersion": "apps/v1",
+			"kind":       "Deployment",
+			"name":       t.DeploymentName,
+			"uid":        t.DeploymentUID,
+			"controller": true,
+		}},
+	}
+	if len(annotations) > 0 {
+		meta["annotations"] = annotations
+	}
+	obj["metadata"] = meta
+	delete(obj, "status")
+	return &unstructured.Unstructured{Object: obj}, nil
+}
+
+// Hash is a short, stable hash (16 hex digits) of the rendered object's
+// content: the controller skips applying a copy whose hash it applied
+// before.
+func Hash(u *unstructured.Unstructured) string {
+	var obj map[string]any
+	if u != nil {
+		obj = u.Object
+	}
+	// encoding/json sorts map keys, which makes the encoding canonical.
+	b, err := json.Marshal(obj)
+	if err != nil {
+		// Only values JSON cannot hold (NaN, say) get here; fmt prints maps
+		// sorted too, so the hash stays stable.
+		b = fmt.Appendf(nil, "%#v", obj)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])[:16]
+}
+
+// stringMap returns a copy of metadata[field] as map[string]any, checking
+// that every value is a string; absent or null is an empty map.
+func stringMap(obj map[string]any, field string) (map[string]any, error) {
+	path := "metadata." + field
+	var in any
+	switch meta := obj["metadata"].(type) {
+	case nil:
+	case map[string]any:
+		in = meta[field]
+	default:
+		return nil, errors.New("metadata: must be an object")
+	}
+	out := map[string]any{}
+	switch m := in.(type) {
+	case nil:
+		return out, nil
+	case map[string]any:
+		for k, v := range m {
+			if _, ok := v.(string); !ok {
+				return nil, fmt.Errorf("%s: value must be a string, not %T", joinKey(path, k), v)
+			}
+			out[k] = v
+		}
+		return out, nil
+	default:
+		return nil, fmt.Errorf("%s: must be a map of strings", path)
+	}
+}
+
+type renderer struct {
+	data   Data
+	target Target
+	// written counts what templates wrote, against maxRendered.
+	written int
+}
+
+// walk returns a deep copy of v with templates executed and null
+// scaleTargetRef and matchLabels injected. path is v's JSON path, for
+// errors.
+func (r *renderer) walk(v any, path string) (any, error) {
+	switch v := v.(type) {
+	case map[string]any:
+		if v == nil {
+			return nil, nil
+		}
+		out := make(map[string]any, len(v))
+		// Sorted, so that of several errors the same one is reported each
+		// time and the TWOR's status does not flap.
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			val := v[k]
+			if val == nil {
+				if injected := r.inject(k); injected != nil {
+					out[k] = injected
+					continue
+				}
+			}
+			c, err := r.walk(val, joinKey(path, k))
+			if err != nil {
+				return nil, err
+			}
+			out[k] = c
+		}
+		return out, nil
+	case []any:
+		if v == nil {
+			return nil, nil
+		}
+		out := make([]any, len(v))
+		for i, val := range v {
+			c, err := r.walk(val, path+"["+strconv.Itoa(i)+"]")
+			if err != nil {
+				return nil, err
+			}
+			out[i] = c
+		}
+		return out, nil
+	case string:
+		if !strings.Contains(v, "{{") {
+			return v, nil
+		}
+		s, err := r.execute(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", orRoot(path), err)
+		}
+		return s, nil
+	case nil, bool, float64, int64, json.Number:
+		return v, nil
+	default:
+		// Anything else did not come from JSON; copying it blindly could
+		// share mutable state or break the apply later.
+		return nil, fmt.Errorf("%s: unsupported value of type %T", orRoot(path), v)
+	}
+}
+
+// inject is the value a null under key becomes, nil if none.
+func (r *renderer) inject(key string) any {
+	switch key {
+	case "scaleTargetRef":
+		return map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": r.target.DeploymentName}
+	case "matchLabels":
+		labels := map[string]any{}
+		for k, v := range workload.SelectorLabels(r.target.WorkerDeployment, r.target.BuildID) {
+			labels[k] = v
+		}
+		return labels
+	}
+	return nil
+}
+
+func (r *renderer) execute(text string) (string, error) {
+	tmpl, err := template.New("value").Option("missingkey=error").Parse(text)
+	if err != nil {
+		return "", err
+	}
+	if err := bounded(tmpl); err != nil {
+		return "", err
+	}
+	w := &limitedBuffer{limit: maxRendered - r.written}
+	err = tmpl.Execute(w, r.data)
+	r.written += w.Len()
+	if err != nil {
+		return "", err
+	}
+	return w.String(), nil
+}
+
+// bounded rejects what would let a template run unbounded in the
+// controller: range loops (over an integer literal, say) and calls of
+// defined templates (which can call each other exponentially often). The
+// three strings of Data need neither.
+func bounded(tmpl *template.Template) error {
+	if len(tmpl.Templates()) > 1 {
+		return errors.New("template: define and block are not supported")
+	}
+	if tmpl.Tree == nil {
+		return nil
+	}
+	var check func(n parse.Node) error
+	check = func(n parse.Node) error {
+		switch n := n.(type) {
+		case *parse.ListNode:
+			if n == nil {
+				return nil
+			}
+			for _, c := range n.Nodes {
+				if err := check(c); err != nil {
+					return err
+				}
+			}
+		case *parse.RangeNode:
+			return errors.New("template: range is not supported")
+		case *parse.TemplateNode:
+			return errors.New("template: template calls are not supported")
+		case *parse.IfNode:
+			return errors.Join(check(n.List), check(n.ElseList))
+		case *parse.WithNode:
+			return errors.Join(check(n.List), check(n.ElseList))
+		}
+		return nil
+	}
+	return check(tmpl.Tree.Root)
+}
+
+// limitedBuffer fails writes beyond limit, which stops the template.
+type limitedBuffer struct {
+	bytes.Buffer
+	limit int
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	if b.Len()+len(p) > b.limit {
+		return 0, fmt.Errorf("rendered values exceed %d bytes", maxRendered)
+	}
+	return b.Buffer.Write(p)
+}
+
+var plainKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// joinKey appends key to a JSON path: ".key", or `["key"]` for keys such
+// as "example.com/name" that would read as several steps.
+func joinKey(path, key string) string {
+	if !plainKey.MatchString(key) {
+		return path + "[" + strconv.Quote(key) + "]"
+	}
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func orRoot(path string) string {
+	if path == "" {
+		return "object"
+	}
+	return path
+}
