@@ -40,6 +40,15 @@
 //     differs) is never moved, scaled down or deleted: its drainage there is
 //     unknown. A target on the old server blocks the rollout
 //     (TemporalServerChanged) until a new version is rolled out.
+//   - Every version with running workers (any Deployment but those the
+//     controller scaled to zero at sunset) gets one copy of each
+//     TemporalWorkerOwnedResource, rendered by internal/ownedresource and
+//     applied when missing, changed, failed or ten minutes old. Copies of
+//     sunset versions, of an earlier kind or name, and of a deleted owned
+//     resource are deleted. A copy that cannot be rendered keeps the
+//     previous one and is reported for its version alone. An owned
+//     autoscaler (scaleTargetRef: null) owns the versions' replicas:
+//     spec.replicas then only sizes a new Deployment.
 //   - Every other Deployment follows the connection (a changed address or
 //     credentials roll its pods, draining versions included) and the
 //     spec's Deployment settings, unless another action touches it in the

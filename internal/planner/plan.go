@@ -17,6 +17,7 @@ func Plan(in Input) Result {
 	if in.Deletion != nil {
 		prog := planDeletion(v, p)
 		cancelStaleGate(v, p)
+		planOwned(v, p)
 		p.res.State = prog.state.exported()
 		p.res.Ready, p.res.Progressing = conditions(prog)
 		p.res.Versions = versions(v)
@@ -27,6 +28,7 @@ func Plan(in Input) Result {
 	planSunset(v, p)
 	planSync(v, p)
 	cancelStaleGate(v, p)
+	planOwned(v, p)
 	if prog.state == done {
 		prog.message += oldServerNote(v)
 	}

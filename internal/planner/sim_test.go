@@ -2,7 +2,6 @@ package planner
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -254,14 +253,6 @@ func (w *simWorld) run() Result {
 	return last
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	var ks []string
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
-}
 
 // TestSimulatedRollouts rolls out v1 to an empty deployment, then v2, with
 // each strategy, and checks it ends Ready with v1 gone only after drainage.

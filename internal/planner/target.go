@@ -78,17 +78,34 @@ func createTarget(v *view, p *plan) {
 }
 
 // targetReplicas is the target's spec.replicas once this plan is applied.
-// With an autoscaler (nil) only our own scale-to-zero is undone (the spec
-// went back to a version that was sunset); the autoscaler takes over from
-// one replica.
+// With an autoscaler only our own scale-to-zero is undone (the spec went
+// back to a version that was sunset); the autoscaler takes over from
+// spec.replicas, or one replica.
 func targetReplicas(v *view, dep Deployment) int32 {
-	if want := v.in.Spec.Replicas; want != nil {
+	if want := v.specReplicas(); want != nil {
 		return *want
 	}
 	if dep.Replicas == 0 && dep.ScaledDownAt != nil {
-		return 1
+		return max(1, ptrValue(v.in.Spec.Replicas))
 	}
 	return dep.Replicas
+}
+
+// specReplicas is spec.replicas, or nil when an autoscaler owns replicas:
+// spec.replicas is unset, or an owned resource attaches an autoscaler to
+// every version (the two would fight over the Deployment's replicas).
+func (v *view) specReplicas() *int32 {
+	if v.autoscaled() {
+		return nil
+	}
+	return v.in.Spec.Replicas
+}
+
+func ptrValue(p *int32) int32 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 // syncTargetReplicas applies targetReplicas. This is allowed while Temporal
@@ -99,8 +116,8 @@ func syncTargetReplicas(v *view, p *plan, dep Deployment) {
 		return
 	}
 	why, msg := ScaleToSpec, fmt.Sprintf("scaling Deployment %s of version %s from %d to %d replicas (spec.replicas)", dep.Name, dep.BuildID, dep.Replicas, want)
-	if v.in.Spec.Replicas == nil {
-		why, msg = ScaleRestore, fmt.Sprintf("scaling Deployment %s of version %s back up to 1 replica: it is the target again", dep.Name, dep.BuildID)
+	if v.specReplicas() == nil {
+		why, msg = ScaleRestore, fmt.Sprintf("scaling Deployment %s of version %s back up to %d replicas: it is the target again", dep.Name, dep.BuildID, want)
 	}
 	p.scale(dep, want, why, EventScale, msg)
 	p.after(requeueWatch)
@@ -210,7 +227,7 @@ func temporalUnknown(v *view, p *plan) progress {
 func waitForWorkers(v *view, p *plan, dep Deployment) (progress, bool) {
 	if want := targetReplicas(v, dep); want == 0 {
 		fix := "set spec.replicas above 0"
-		if v.in.Spec.Replicas == nil {
+		if v.specReplicas() == nil {
 			fix = "scale Deployment " + dep.Name + " up (or let its autoscaler do it)"
 		}
 		return movingBecause(v1alpha1.ReasonWaitingForPollers, fmt.Sprintf(

@@ -38,6 +38,46 @@ type Input struct {
 	// Deletion is set once the TWD is being deleted: Plan then plans the
 	// deletion steps instead of a rollout.
 	Deletion *Deletion
+	// Namespace and Name are the TWD's, which copies of owned resources
+	// are named, labelled and placed after.
+	Namespace, Name string
+	// TemporalNamespace is spec.workerOptions.temporalNamespace, for the
+	// templates of owned resources.
+	TemporalNamespace string
+	// OwnedResources are the TemporalWorkerOwnedResources naming the TWD,
+	// sorted by name.
+	OwnedResources []OwnedResource
+}
+
+// OwnedResource is a TemporalWorkerOwnedResource naming the TWD.
+type OwnedResource struct {
+	Name       string
+	Generation int64
+	// Object is spec.object decoded; nil when it is not a JSON object.
+	Object map[string]any
+	// Deleting: it has a deletion timestamp.
+	Deleting bool
+	// Adopted: it has the cleanup finalizer and the TWD as its controller.
+	Adopted bool
+	// Finalized: it has the cleanup finalizer.
+	Finalized bool
+	// Copies are the copies its status records.
+	Copies []OwnedCopy
+}
+
+// OwnedCopy is one version's copy of an owned resource.
+type OwnedCopy struct {
+	BuildID    string
+	APIVersion string
+	Kind       string
+	// Name is empty when no copy was ever attempted.
+	Name string
+	// Applied: the last apply of this copy succeeded.
+	Applied    bool
+	Generation int64
+	Hash       string
+	// AppliedAt is when it was last applied; zero if never.
+	AppliedAt time.Time
 }
 
 // Server identifies a Temporal server as the workers see it.
@@ -97,6 +137,8 @@ type Step struct {
 type Deployment struct {
 	BuildID string
 	Name    string
+	// UID is the Deployment's, for the owner references of owned copies.
+	UID string
 	// Replicas is spec.replicas.
 	Replicas int32
 	// Available: rolled out (observedGeneration current, updated == replicas)
@@ -237,6 +279,8 @@ type Result struct {
 	// succeeded.
 	RemoveFinalizer bool
 	StartGate       *StartGate
+	// OwnedResources are the owned resources with something to do.
+	OwnedResources []OwnedResourceWork
 	// CancelGate cancels a running gate whose version is no longer the
 	// target (or whose gate the spec dropped).
 	CancelGate *CancelGate
@@ -247,10 +291,13 @@ type Result struct {
 	// plan on, and says what shows that change.
 	WaitsFor PersonWait
 	// Versions, sorted by build ID, for status.
-	Versions    []Version
-	Ready       Condition
-	Progressing Condition
-	Events      []Event
+	Versions []Version
+	// OwnedResourceStatus is each owned resource's status if every apply
+	// and delete of OwnedResources succeeds; the executor records failures.
+	OwnedResourceStatus []OwnedResourceStatus
+	Ready               Condition
+	Progressing         Condition
+	Events              []Event
 	// RequeueAfter is always positive.
 	RequeueAfter time.Duration
 }
@@ -260,7 +307,44 @@ type Result struct {
 func (r Result) Acts() bool {
 	return r.CreateDeployment != nil || r.UpdateDeployment != nil || len(r.Scale) > 0 || len(r.DeleteDeployments) > 0 ||
 		len(r.SyncDeployments) > 0 || r.BecomeManager || r.Routing != nil || len(r.DeleteTemporalVersions) > 0 || r.StartGate != nil || r.CancelGate != nil ||
-		r.DeleteWorkerDeployment || r.RemoveFinalizer
+		r.DeleteWorkerDeployment || r.RemoveFinalizer || len(r.OwnedResources) > 0
+}
+
+// OwnedResourceWork is what to do for one owned resource.
+type OwnedResourceWork struct {
+	Name string
+	// Adopt adds the cleanup finalizer and the TWD as controller.
+	Adopt bool
+	// Apply are copies to server-side apply.
+	Apply []OwnedApply
+	// Delete are copies to delete: of sunset versions, of an earlier kind
+	// or name, or of a deleted owned resource.
+	Delete []OwnedCopy
+	// RemoveFinalizer once every Delete succeeded.
+	RemoveFinalizer bool
+}
+
+// OwnedApply is one copy to apply. Object is complete: name, namespace,
+// labels and the owner reference to the version's Deployment.
+type OwnedApply struct {
+	Copy   OwnedCopy
+	Object map[string]any
+}
+
+// OwnedResourceStatus is an owned resource's status.versions, by build ID.
+type OwnedResourceStatus struct {
+	Name       string
+	Generation int64
+	Versions   []OwnedVersion
+}
+
+// OwnedVersion is the copy of one version, or why there is none.
+type OwnedVersion struct {
+	Copy OwnedCopy
+	// Error says why it could not be rendered; the previous copy stays.
+	Error string
+	// Deleting: the version no longer runs and its copy is deleted.
+	Deleting bool
 }
 
 // CreateDeployment creates the target's Deployment.

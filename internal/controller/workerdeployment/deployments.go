@@ -41,6 +41,7 @@ func plannerDeployment(d *appsv1.Deployment) planner.Deployment {
 	pd := planner.Deployment{
 		BuildID:   d.Labels[workload.LabelBuildID],
 		Name:      d.Name,
+		UID:       string(d.UID),
 		Replicas:  replicasOf(d),
 		Available: available(d),
 		// Pods of an older template remain, or a change is not yet seen

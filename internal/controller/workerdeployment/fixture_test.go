@@ -250,7 +250,8 @@ func (f *fixture) reconcile() (kube, temporalWrites []string, res reconcile.Resu
 		f.kube = append(f.kube, fmt.Sprintf("%s %s %s", verb, reflect.TypeOf(o).Elem().Name(), o.GetName()))
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(f.objects, f.twd)...).
-		WithStatusSubresource(&v1alpha1.TemporalWorkerDeployment{}).
+		WithStatusSubresource(&v1alpha1.TemporalWorkerDeployment{}, &v1alpha1.TemporalWorkerOwnedResource{}).
+		WithIndex(&v1alpha1.TemporalWorkerOwnedResource{}, ownedByWorker, indexOwnedByWorker).
 		WithInterceptorFuncs(interceptor.Funcs{
 			Create: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.CreateOption) error {
 				record("create", o)

@@ -42,6 +42,8 @@ type observation struct {
 	connKey string
 	// reused: the Temporal state came from the idle cache.
 	reused bool
+	// owned are the TWD's TemporalWorkerOwnedResources, by name.
+	owned map[string]*v1alpha1.TemporalWorkerOwnedResource
 }
 
 // WorkerDeploymentName is the Temporal worker deployment name of a TWD.
@@ -77,6 +79,12 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 		Spec:               plannerSpec(twd, o.targetBuildID, r.MaxVersions),
 		TargetHadCompleted: targetHadCompleted(twd, o.targetBuildID),
 		Deletion:           deletion(twd),
+		Namespace:          twd.Namespace,
+		Name:               twd.Name,
+		TemporalNamespace:  twd.Spec.WorkerOptions.TemporalNamespace,
+	}
+	if err := r.observeOwned(ctx, o); err != nil {
+		return nil, err
 	}
 	for _, d := range deps {
 		o.input.Deployments = append(o.input.Deployments, plannerDeployment(d))

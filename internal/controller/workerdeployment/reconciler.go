@@ -82,11 +82,15 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 	if err := mgr.Add(r.watch); err != nil {
 		return err
 	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.TemporalWorkerOwnedResource{}, ownedByWorker, indexOwnedByWorker); err != nil {
+		return err
+	}
 	return builder.ControllerManagedBy(mgr).
 		For(&v1alpha1.TemporalWorkerDeployment{}).
 		Owns(&appsv1.Deployment{}).
 		Watches(&v1alpha1.TemporalConnection{}, handler.EnqueueRequestsFromMapFunc(r.usersOfConnection)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.usersOfSecret)).
+		Watches(&v1alpha1.TemporalWorkerOwnedResource{}, handler.EnqueueRequestsFromMapFunc(workerOfOwned), builder.WithPredicates(ownedChanged)).
 		WatchesRawSource(source.Channel(r.watch.events, &handler.EnqueueRequestForObject{})).
 		Named("temporalworkerdeployment").
 		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.Workers, defaultWorkers)}).
@@ -132,7 +136,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			r.throttled.clear(req.NamespacedName)
 			r.watch.forget(req.NamespacedName)
 			r.Pool.Forget(ownerKey(&v1alpha1.TemporalWorkerDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name}}))
-			return reconcile.Result{}, nil
+			return reconcile.Result{}, r.orphanedOwned(ctx, req.NamespacedName)
 		}
 		return reconcile.Result{}, err
 	}
@@ -175,6 +179,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	res := planner.Plan(o.input)
 	out := r.act(ctx, o, res, now)
+	ownedFailed := r.actOwned(ctx, o, res, now)
 	r.recordEvents(o, res, out)
 
 	if res.RemoveFinalizer && len(out.failed) == 0 && !out.retrySoon {
@@ -196,6 +201,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	if out.retrySoon {
 		requeue = min(requeue, retryConflict)
+	}
+	if ownedFailed {
+		requeue = min(requeue, retryOwned)
 	}
 	if len(out.failed) > 0 {
 		msg := joinErrors(out.failed)

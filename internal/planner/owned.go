@@ -1,0 +1,168 @@
+package planner
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/rainbow-deploy/rainbow/internal/ownedresource"
+)
+
+// ownedResync is how long an unchanged copy goes without being applied
+// again. Copies are not watched, so this bounds how long a copy deleted or
+// edited by hand stays so.
+const ownedResync = 10 * time.Minute
+
+// planOwned decides the copies of every TemporalWorkerOwnedResource: one
+// per version with running workers, applied when it is missing, out of
+// date or due for a resync; deleted when its version is sunset or its
+// TWOR is deleted. A TWOR that cannot be rendered for a version keeps that
+// version's previous copy and reports why; it touches nothing else.
+func planOwned(v *view, p *plan) {
+	running := v.runningDeployments()
+	for _, or := range v.in.OwnedResources {
+		if or.Deleting {
+			planOwnedDeletion(or, p)
+			continue
+		}
+		work := OwnedResourceWork{Name: or.Name, Adopt: !or.Adopted}
+		st := OwnedResourceStatus{Name: or.Name, Generation: or.Generation}
+		recorded := map[string]OwnedCopy{}
+		for _, c := range or.Copies {
+			recorded[c.BuildID] = c
+		}
+		for _, d := range running {
+			prev, had := recorded[d.BuildID]
+			delete(recorded, d.BuildID)
+			u, err := v.render(or, d)
+			if err != nil {
+				prev.BuildID, prev.Applied = d.BuildID, false
+				st.Versions = append(st.Versions, OwnedVersion{Copy: prev, Error: err.Error()})
+				continue
+			}
+			next := OwnedCopy{
+				BuildID: d.BuildID, APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Name: u.GetName(),
+				Generation: or.Generation, Hash: ownedresource.Hash(u),
+			}
+			if had && prev.Name != "" && !prev.sameObject(next) {
+				work.Delete = append(work.Delete, prev) // its kind or name changed
+			}
+			if due, at := resyncDue(v, prev, next); had && !due {
+				st.Versions = append(st.Versions, OwnedVersion{Copy: prev})
+				p.after(at)
+				continue
+			}
+			work.Apply = append(work.Apply, OwnedApply{Copy: next, Object: u.Object})
+			st.Versions = append(st.Versions, OwnedVersion{Copy: next})
+		}
+		// Copies of versions that no longer run go; the status keeps each
+		// until its deletion succeeds.
+		for _, b := range sortedKeys(recorded) {
+			if c := recorded[b]; c.Name != "" {
+				work.Delete = append(work.Delete, c)
+				st.Versions = append(st.Versions, OwnedVersion{Copy: c, Deleting: true})
+			}
+		}
+		sort.Slice(st.Versions, func(i, j int) bool { return st.Versions[i].Copy.BuildID < st.Versions[j].Copy.BuildID })
+		p.res.OwnedResourceStatus = append(p.res.OwnedResourceStatus, st)
+		if work.Adopt || len(work.Apply) > 0 || len(work.Delete) > 0 {
+			p.res.OwnedResources = append(p.res.OwnedResources, work)
+		}
+	}
+}
+
+// planOwnedDeletion deletes every copy a deleted TWOR recorded; the
+// executor then removes its finalizer.
+func planOwnedDeletion(or OwnedResource, p *plan) {
+	work := OwnedResourceWork{Name: or.Name, RemoveFinalizer: or.Finalized}
+	for _, c := range or.Copies {
+		if c.Name != "" {
+			work.Delete = append(work.Delete, c)
+		}
+	}
+	if work.RemoveFinalizer || len(work.Delete) > 0 {
+		p.res.OwnedResources = append(p.res.OwnedResources, work)
+	}
+}
+
+// resyncDue: the copy must be applied, and if not, when it will be.
+func resyncDue(v *view, prev, next OwnedCopy) (bool, time.Duration) {
+	if !prev.Applied || !prev.sameObject(next) || prev.Generation != next.Generation || prev.Hash != next.Hash || prev.AppliedAt.IsZero() {
+		return true, 0
+	}
+	left := prev.AppliedAt.Add(ownedResync).Sub(v.now())
+	return left <= 0, left
+}
+
+func (c OwnedCopy) sameObject(o OwnedCopy) bool {
+	return c.APIVersion == o.APIVersion && c.Kind == o.Kind && c.Name == o.Name
+}
+
+// runningDeployments are the versions that get copies: every Deployment
+// but those the controller scaled to zero at sunset, by build ID.
+func (v *view) runningDeployments() []Deployment {
+	var out []Deployment
+	for _, b := range v.builds {
+		if d, ok := v.deps[b]; ok && d.UID != "" && !(d.Replicas == 0 && d.ScaledDownAt != nil) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func (v *view) render(or OwnedResource, d Deployment) (*unstructured.Unstructured, error) {
+	if or.Object == nil {
+		return nil, fmt.Errorf("spec.object is not a JSON object")
+	}
+	return ownedresource.Render(or.Object, ownedresource.Target{
+		Namespace:         v.in.Namespace,
+		WorkerDeployment:  v.in.Name,
+		OwnedResource:     or.Name,
+		BuildID:           d.BuildID,
+		DeploymentName:    d.Name,
+		DeploymentUID:     d.UID,
+		TemporalNamespace: v.in.TemporalNamespace,
+	})
+}
+
+// autoscaled: a TWOR puts an autoscaler on every version (it asks for the
+// version's Deployment as its scaleTargetRef), so replicas are the
+// autoscaler's and spec.replicas only sizes a new Deployment.
+func (v *view) autoscaled() bool {
+	for _, or := range v.in.OwnedResources {
+		if !or.Deleting && hasNullKey(or.Object, "scaleTargetRef") {
+			return true
+		}
+	}
+	return false
+}
+
+// hasNullKey: key appears with a null value anywhere in x.
+func hasNullKey(x any, key string) bool {
+	switch t := x.(type) {
+	case map[string]any:
+		for k, val := range t {
+			if (k == key && val == nil) || hasNullKey(val, key) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range t {
+			if hasNullKey(e, key) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
