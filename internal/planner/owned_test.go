@@ -99,7 +99,11 @@ func TestOwnedResources(t *testing.T) {
 	}{
 		"none: nothing to do": {ownedBase(), nil},
 		"a new one is adopted and copied to every version": {
-			ownedBase(func(in *Input) { o := hpa(); o.Adopted, o.Finalized = false, false; in.OwnedResources = []OwnedResource{o} }),
+			ownedBase(func(in *Input) {
+				o := hpa()
+				o.Adopted, o.Finalized = false, false
+				in.OwnedResources = []OwnedResource{o}
+			}),
 			[]string{"adopt hpa", "apply hpa v1 HorizontalPodAutoscaler", "apply hpa v2 HorizontalPodAutoscaler", "status hpa v1", "status hpa v2"},
 		},
 		"up-to-date copies are left alone": {
@@ -188,7 +192,11 @@ func TestOwnedResources(t *testing.T) {
 			[]string{"delete hpa v1 HorizontalPodAutoscaler", "finalize hpa"},
 		},
 		"a deleted owned resource without our finalizer: nothing": {
-			ownedBase(func(in *Input) { o := hpa(); o.Deleting, o.Finalized = true, false; in.OwnedResources = []OwnedResource{o} }),
+			ownedBase(func(in *Input) {
+				o := hpa()
+				o.Deleting, o.Finalized = true, false
+				in.OwnedResources = []OwnedResource{o}
+			}),
 			nil,
 		},
 		"copies do not wait for Temporal": {
@@ -252,7 +260,9 @@ func TestOwnedResync(t *testing.T) {
 // TestAutoscaledReplicas: an owned autoscaler takes the replicas of the
 // versions; spec.replicas only sizes a new Deployment.
 func TestAutoscaledReplicas(t *testing.T) {
-	scaledByHPA := func(in *Input) { setDep(in, Deployment{BuildID: "v2", Name: "worker-v2", UID: "uid-v2", Replicas: 5, Available: true}) }
+	scaledByHPA := func(in *Input) {
+		setDep(in, Deployment{BuildID: "v2", Name: "worker-v2", UID: "uid-v2", Replicas: 5, Available: true})
+	}
 	if got := Plan(ownedBase(scaledByHPA)).Scale; len(got) != 1 || got[0].Replicas != 3 {
 		t.Fatalf("without an autoscaler: Scale = %+v, want v2 back to spec.replicas 3", got)
 	}

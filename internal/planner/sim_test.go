@@ -253,7 +253,6 @@ func (w *simWorld) run() Result {
 	return last
 }
 
-
 // TestSimulatedRollouts rolls out v1 to an empty deployment, then v2, with
 // each strategy, and checks it ends Ready with v1 gone only after drainage.
 func TestSimulatedRollouts(t *testing.T) {
