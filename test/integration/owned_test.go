@@ -1,0 +1,260 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	policyv1 "k8s.io/api/policy/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/buildid"
+	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
+	"github.com/rainbow-deploy/rainbow/internal/ownedresource"
+	"github.com/rainbow-deploy/rainbow/test/harness"
+)
+
+// TestOwnedResourcesFollowVersions applies examples/twor-hpa.yaml and
+// examples/twor-pdb.yaml to a TWD without spec.replicas, and a third owned
+// resource whose template fails for the second version only. Each version
+// with running workers gets its HPA and PDB: the real HPA controller
+// scales the version to the HPA's minReplicas (so scaleTargetRef names the
+// right Deployment), and the disruption controller counts the version's
+// pods (so matchLabels selects them). The bad template is reported for
+// that build ID while the other version's copy applies. The controller
+// and the HPA controller share the HPA without a write war, and the
+// version's replicas stay the HPA's. The old version's copies go at
+// sunset; deleting an owned resource deletes its copies; deleting the TWD
+// removes everything.
+func TestOwnedResourcesFollowVersions(t *testing.T) {
+	r := newRollout(env.NewTest(t), "owned")
+	twd := r.spec("v1")
+	twd.Spec.Replicas = nil
+	r.create(twd)
+	v1 := r.buildID()
+	r.waitCurrent(2*time.Minute, v1)
+
+	v2Spec := r.spec("v2").Spec
+	v2 := buildid.Of(&v2Spec)
+	hpa := r.ownedExample("twor-hpa.yaml")
+	pdb := r.ownedExample("twor-pdb.yaml")
+	flaky := &v1alpha1.TemporalWorkerOwnedResource{
+		ObjectMeta: metav1.ObjectMeta{Name: "flaky", Namespace: r.Namespace},
+		Spec: v1alpha1.TemporalWorkerOwnedResourceSpec{
+			WorkerRef: v1alpha1.WorkerReference{Name: r.Name},
+			Object: rawJSON(t, map[string]any{
+				"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+				"metadata": map[string]any{"annotations": map[string]any{
+					"example.com/note": fmt.Sprintf(`{{ if eq .BuildID %q }}{{ .NoSuchField }}{{ end }}ok`, v2),
+				}},
+				"spec": map[string]any{"maxUnavailable": 1, "selector": map[string]any{"matchLabels": nil}},
+			}),
+		},
+	}
+	for _, or := range []*v1alpha1.TemporalWorkerOwnedResource{hpa, pdb, flaky} {
+		if err := r.Env.Kube.Create(context.Background(), or); err != nil {
+			t.Fatalf("create TemporalWorkerOwnedResource %s: %v", or.Name, err)
+		}
+	}
+
+	r.versionHasCopies(v1)
+	r.Eventually(2*time.Minute, "the HPA scales "+v1+" to its minReplicas, 2", func() (bool, string) {
+		d := r.deployment(v1)
+		return ptr.Deref(d.Spec.Replicas, 0) == 2 && d.Status.AvailableReplicas == 2, deploymentState(d)
+	})
+	r.Eventually(time.Minute, "the PDB of "+v1+" counts its 2 pods", func() (bool, string) {
+		p := r.pdbOf(pdb.Name, v1)
+		return p != nil && p.Status.ExpectedPods == 2, fmt.Sprintf("%+v", p)
+	})
+	for _, or := range []string{hpa.Name, pdb.Name, flaky.Name} {
+		got := r.waitOwnedReady(or, metav1.ConditionTrue, v1alpha1.ReasonApplied)
+		if !metav1.IsControlledBy(got, r.get()) || !slices.Contains(got.Finalizers, v1alpha1.FinalizerOwnedResourceCleanup) {
+			t.Fatalf("%s: owners %+v, finalizers %v: want the TWD as controller and the cleanup finalizer", or, got.OwnerReferences, got.Finalizers)
+		}
+	}
+
+	// No write war: the controller owns the HPA's spec, the HPA controller
+	// its status; passes of the TWD re-apply nothing and leave replicas.
+	applied := r.owned(hpa.Name).Status.Versions[0].AppliedAt
+	r.update(func(t *v1alpha1.TemporalWorkerDeployment) {
+		t.Spec.Sunset.DeleteDelay = &metav1.Duration{Duration: 4 * time.Second}
+	})
+	r.waitCurrent(time.Minute, v1)
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		if got := ptr.Deref(r.deployment(v1).Spec.Replicas, 0); got != 2 {
+			t.Fatalf("the replicas of %s went from the HPA's 2 to %d", v1, got)
+		}
+	}
+	if got := r.owned(hpa.Name).Status.Versions[0].AppliedAt; !got.Equal(applied) {
+		t.Errorf("the unchanged HPA was applied again (%v, then %v)", applied, got)
+	}
+	managers := map[string]string{}
+	for _, f := range r.hpaOf(hpa.Name, v1).ManagedFields {
+		managers[f.Manager+" "+f.Subresource] = string(f.Operation)
+	}
+	if managers[workerdeployment.FieldManager(hpa.Name)+" "] != "Apply" || managers["kube-controller-manager status"] == "" {
+		t.Errorf("HPA managers: %v, want %s applying the object and kube-controller-manager writing status", managers, workerdeployment.FieldManager(hpa.Name))
+	}
+
+	// A second version: its copies, and the bad template only for it.
+	r.setImage("v2")
+	r.waitCurrent(3*time.Minute, v2)
+	r.versionHasCopies(v2)
+	got := r.waitOwnedReady(flaky.Name, metav1.ConditionFalse, v1alpha1.ReasonApplyFailed)
+	for _, v := range got.Status.Versions {
+		switch v.BuildID {
+		case v1:
+			if !v.Applied {
+				t.Errorf("flaky's copy of %s: %+v, want applied", v1, v)
+			}
+		case v2:
+			if v.Applied || !strings.Contains(v.Message, "NoSuchField") {
+				t.Errorf("flaky's copy of %s: %+v, want the template error", v2, v)
+			}
+		}
+	}
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady); !strings.Contains(c.Message, v2) {
+		t.Errorf("flaky's Ready message does not name %s: %s", v2, c.Message)
+	}
+	r.Eventually(2*time.Minute, "the HPA scales "+v2+" to 2", func() (bool, string) {
+		d := r.deployment(v2)
+		return ptr.Deref(d.Spec.Replicas, 0) == 2, deploymentState(d)
+	})
+
+	// v1 drains and is sunset: its copies go, at the latest with its Deployment.
+	r.Eventually(4*time.Minute, "the copies of "+v1+" are deleted", func() (bool, string) {
+		h, p := r.hpaOf(hpa.Name, v1), r.pdbOf(pdb.Name, v1)
+		return h == nil && p == nil, fmt.Sprintf("HPA %v, PDB %v, Deployment %s", h != nil, p != nil, deploymentState(r.deployment(v1)))
+	})
+	r.Eventually(time.Minute, "status forgets "+v1, func() (bool, string) {
+		vs := r.owned(hpa.Name).Status.Versions
+		return len(vs) == 1 && vs[0].BuildID == v2, fmt.Sprintf("%+v", vs)
+	})
+
+	// Deleting an owned resource deletes its copies.
+	if err := r.Env.Kube.Delete(context.Background(), pdb); err != nil {
+		t.Fatal(err)
+	}
+	r.Eventually(time.Minute, "the PDB owned resource and its copy are gone", func() (bool, string) {
+		var or v1alpha1.TemporalWorkerOwnedResource
+		err := r.Env.Kube.Get(context.Background(), crclient.ObjectKeyFromObject(pdb), &or)
+		return apierrors.IsNotFound(err) && r.pdbOf(pdb.Name, v2) == nil, fmt.Sprintf("get: %v", err)
+	})
+
+	// Deleting the TWD removes everything.
+	if err := r.Env.Kube.Delete(context.Background(), r.get()); err != nil {
+		t.Fatal(err)
+	}
+	r.Eventually(3*time.Minute, "the TWD, its Deployments, owned resources and copies are gone", func() (bool, string) {
+		var twors v1alpha1.TemporalWorkerOwnedResourceList
+		var hpas autoscalingv2.HorizontalPodAutoscalerList
+		var pdbs policyv1.PodDisruptionBudgetList
+		var deps appsv1.DeploymentList
+		ctx, ns := context.Background(), crclient.InNamespace(r.Namespace)
+		for _, l := range []crclient.ObjectList{&twors, &hpas, &pdbs, &deps} {
+			if err := r.Env.Kube.List(ctx, l, ns); err != nil {
+				return false, err.Error()
+			}
+		}
+		n := len(twors.Items) + len(hpas.Items) + len(pdbs.Items) + len(deps.Items)
+		return n == 0, fmt.Sprintf("%d owned resources, %d HPAs, %d PDBs, %d Deployments", len(twors.Items), len(hpas.Items), len(pdbs.Items), len(deps.Items))
+	})
+}
+
+// ownedExample reads an example owned resource, for this test's TWD.
+func (r *rollout) ownedExample(file string) *v1alpha1.TemporalWorkerOwnedResource {
+	r.Helper()
+	var or v1alpha1.TemporalWorkerOwnedResource
+	r.Env.ReadExample(r.T.T, file, &or)
+	or.Namespace, or.Spec.WorkerRef.Name = r.Namespace, r.Name
+	return &or
+}
+
+// versionHasCopies waits for the HPA and PDB of the examples on build's
+// Deployment, with the sentinels filled in for it.
+func (r *rollout) versionHasCopies(build string) {
+	r.Helper()
+	r.Eventually(time.Minute, "an HPA and a PDB for "+build, func() (bool, string) {
+		h, p := r.hpaOf("demo-worker-hpa", build), r.pdbOf("demo-worker-pdb", build)
+		return h != nil && p != nil, fmt.Sprintf("HPA %v, PDB %v", h != nil, p != nil)
+	})
+	d := r.deployment(build)
+	h := r.hpaOf("demo-worker-hpa", build)
+	if h.Spec.ScaleTargetRef.Name != d.Name || h.Spec.ScaleTargetRef.Kind != "Deployment" {
+		r.Fatalf("HPA of %s targets %+v, want Deployment %s", build, h.Spec.ScaleTargetRef, d.Name)
+	}
+	if want := r.Env.Info.TemporalNamespace + "/" + build; h.Annotations["example.com/worker-version"] != want {
+		r.Fatalf("templated annotation %q, want %q", h.Annotations["example.com/worker-version"], want)
+	}
+	if ref := metav1.GetControllerOf(h); ref == nil || ref.UID != d.UID {
+		r.Fatalf("HPA of %s is owned by %+v, want its Deployment", build, h.OwnerReferences)
+	}
+	p := r.pdbOf("demo-worker-pdb", build)
+	if got, want := p.Spec.Selector.MatchLabels, d.Spec.Selector.MatchLabels; fmt.Sprint(got) != fmt.Sprint(want) {
+		r.Fatalf("PDB of %s selects %v, want the Deployment's %v", build, got, want)
+	}
+}
+
+func (r *rollout) hpaOf(owned, build string) *autoscalingv2.HorizontalPodAutoscaler {
+	var h autoscalingv2.HorizontalPodAutoscaler
+	return getOrNil(r.T, ownedresource.Name(r.Name, owned, build), &h)
+}
+
+func (r *rollout) pdbOf(owned, build string) *policyv1.PodDisruptionBudget {
+	var p policyv1.PodDisruptionBudget
+	return getOrNil(r.T, ownedresource.Name(r.Name, owned, build), &p)
+}
+
+func getOrNil[O crclient.Object](t *harness.T, name string, o O) O {
+	t.Helper()
+	err := t.Env.Kube.Get(context.Background(), crclient.ObjectKey{Namespace: t.Namespace, Name: name}, o)
+	if apierrors.IsNotFound(err) {
+		var zero O
+		return zero
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func (r *rollout) owned(name string) *v1alpha1.TemporalWorkerOwnedResource {
+	r.Helper()
+	var or v1alpha1.TemporalWorkerOwnedResource
+	if err := r.Env.Kube.Get(context.Background(), crclient.ObjectKey{Namespace: r.Namespace, Name: name}, &or); err != nil {
+		r.Fatal(err)
+	}
+	return &or
+}
+
+func (r *rollout) waitOwnedReady(name string, status metav1.ConditionStatus, reason string) *v1alpha1.TemporalWorkerOwnedResource {
+	r.Helper()
+	var got *v1alpha1.TemporalWorkerOwnedResource
+	r.Eventually(time.Minute, fmt.Sprintf("%s Ready=%s (%s)", name, status, reason), func() (bool, string) {
+		got = r.owned(name)
+		c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && c.Status == status && c.Reason == reason && c.ObservedGeneration == got.Generation, fmt.Sprintf("%+v", got.Status)
+	})
+	return got
+}
+
+func rawJSON(t *testing.T, v any) apiextensionsv1.JSON {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return apiextensionsv1.JSON{Raw: raw}
+}
