@@ -1,0 +1,179 @@
+package admission
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+)
+
+// DefaultBannedKinds are the kinds refused in spec.object unless the
+// manager is told otherwise: objects that run pods of their own, which
+// would run once per worker version beside the versioned Deployments.
+var DefaultBannedKinds = []string{"Deployment", "StatefulSet", "Job", "Pod", "CronJob"}
+
+// sentinelFields are the keys the controller fills in for each version: a
+// user may only mark them with null (or leave them out).
+var sentinelFields = map[string]string{
+	"scaleTargetRef": "the controller sets it to the version's Deployment",
+	"matchLabels":    "the controller sets it to the version's pod selector labels",
+}
+
+var objectPath = field.NewPath("spec", "object")
+
+// Validate checks a TemporalWorkerOwnedResource against every rule that
+// needs no API call. old is the stored object on an update, nil on a
+// create. banned lists the refused kinds, compared with any group and
+// without regard to case.
+func Validate(twor, old *v1alpha1.TemporalWorkerOwnedResource, banned []string) field.ErrorList {
+	var errs field.ErrorList
+	if old != nil {
+		errs = append(errs, apivalidation.ValidateImmutableField(twor.Spec.WorkerRef.Name, old.Spec.WorkerRef.Name,
+			field.NewPath("spec", "workerRef", "name"))...)
+	}
+	obj, err := objectOf(twor)
+	if err != nil {
+		return append(errs, field.Invalid(objectPath, string(twor.Spec.Object.Raw), err.Error()))
+	}
+	errs = append(errs, validateTypeMeta(obj, banned)...)
+	errs = append(errs, validateMetadata(obj)...)
+	errs = append(errs, validateMinReplicas(obj)...)
+	errs = append(errs, validateSentinels(obj, objectPath)...)
+	return errs
+}
+
+// ObjectGVK is the group, version and kind spec.object names; ok is false
+// when they are missing or malformed (Validate says why).
+func ObjectGVK(twor *v1alpha1.TemporalWorkerOwnedResource) (gvk schema.GroupVersionKind, ok bool) {
+	obj, err := objectOf(twor)
+	if err != nil {
+		return gvk, false
+	}
+	apiVersion, _ := obj["apiVersion"].(string)
+	kind, _ := obj["kind"].(string)
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil || apiVersion == "" || kind == "" {
+		return gvk, false
+	}
+	return gv.WithKind(kind), true
+}
+
+// objectOf decodes spec.object; the schema already requires an object.
+func objectOf(twor *v1alpha1.TemporalWorkerOwnedResource) (map[string]any, error) {
+	var obj map[string]any
+	if err := json.Unmarshal(twor.Spec.Object.Raw, &obj); err != nil {
+		return nil, fmt.Errorf("must be a JSON object: %v", err)
+	}
+	if obj == nil {
+		return nil, fmt.Errorf("must be a JSON object")
+	}
+	return obj, nil
+}
+
+func validateTypeMeta(obj map[string]any, banned []string) field.ErrorList {
+	var errs field.ErrorList
+	apiVersion, err := requiredString(obj, "apiVersion")
+	if err != nil {
+		errs = append(errs, err)
+	} else if _, perr := schema.ParseGroupVersion(apiVersion); perr != nil {
+		errs = append(errs, field.Invalid(objectPath.Child("apiVersion"), apiVersion, perr.Error()))
+	}
+	kind, err := requiredString(obj, "kind")
+	if err != nil {
+		return append(errs, err)
+	}
+	if slices.ContainsFunc(banned, func(b string) bool { return strings.EqualFold(b, kind) }) {
+		errs = append(errs, field.Forbidden(objectPath.Child("kind"), fmt.Sprintf(
+			"%s objects cannot be attached to worker versions (banned kinds: %s)", kind, strings.Join(banned, ", "))))
+	}
+	return errs
+}
+
+// requiredString is obj[key] if it is a non-empty string.
+func requiredString(obj map[string]any, key string) (string, *field.Error) {
+	p := objectPath.Child(key)
+	v, found := obj[key]
+	if !found || v == nil || v == "" {
+		return "", field.Required(p, "")
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", field.Invalid(p, v, "must be a string")
+	}
+	return s, nil
+}
+
+func validateMetadata(obj map[string]any) field.ErrorList {
+	raw, found := obj["metadata"]
+	if !found || raw == nil {
+		return nil
+	}
+	p := objectPath.Child("metadata")
+	meta, ok := raw.(map[string]any)
+	if !ok {
+		return field.ErrorList{field.Invalid(p, raw, "must be an object")}
+	}
+	var errs field.ErrorList
+	if v, found := meta["name"]; found && v != nil {
+		errs = append(errs, field.Forbidden(p.Child("name"), "the controller names each version's copy"))
+	}
+	if v, found := meta["namespace"]; found && v != nil {
+		errs = append(errs, field.Forbidden(p.Child("namespace"), "copies are made in the TemporalWorkerOwnedResource's namespace"))
+	}
+	return errs
+}
+
+func validateMinReplicas(obj map[string]any) field.ErrorList {
+	spec, _ := obj["spec"].(map[string]any)
+	if n, ok := spec["minReplicas"].(float64); ok && n == 0 {
+		return field.ErrorList{field.Invalid(objectPath.Child("spec", "minReplicas"), 0,
+			"must not be 0: a version scaled to zero could strand the workflows pinned to it")}
+	}
+	return nil
+}
+
+// validateSentinels walks v, refusing a non-null value under any key of
+// sentinelFields. Map keys are visited in order, so errors are stable.
+func validateSentinels(v any, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch v := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			if why, ok := sentinelFields[k]; ok && v[k] != nil {
+				errs = append(errs, field.Forbidden(p.Child(k), "must be null or absent: "+why))
+				continue
+			}
+			errs = append(errs, validateSentinels(v[k], p.Child(k))...)
+		}
+	case []any:
+		for i, item := range v {
+			errs = append(errs, validateSentinels(item, p.Index(i))...)
+		}
+	}
+	return errs
+}
+
+// specUnchanged reports whether an update leaves the spec as it was: such
+// an update (labels, finalizers, owner references) is not checked again,
+// so a TemporalWorkerOwnedResource admitted earlier can always be
+// finalized even if the rules have since become stricter.
+func specUnchanged(twor, old *v1alpha1.TemporalWorkerOwnedResource) bool {
+	if twor.Spec.WorkerRef != old.Spec.WorkerRef {
+		return false
+	}
+	a, errA := objectOf(twor)
+	b, errB := objectOf(old)
+	return errA == nil && errB == nil && apiequality.Semantic.DeepEqual(a, b)
+}

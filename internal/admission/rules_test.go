@@ -1,0 +1,137 @@
+package admission
+
+import (
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+)
+
+func twor(worker, object string) *v1alpha1.TemporalWorkerOwnedResource {
+	return &v1alpha1.TemporalWorkerOwnedResource{
+		ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "ns"},
+		Spec: v1alpha1.TemporalWorkerOwnedResourceSpec{
+			WorkerRef: v1alpha1.WorkerReference{Name: worker},
+			Object:    apiextensionsv1.JSON{Raw: []byte(object)},
+		},
+	}
+}
+
+const (
+	goodHPA = `{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"scaleTargetRef":null,"minReplicas":1,"maxReplicas":5}}`
+	goodPDB = `{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","spec":{"minAvailable":1,"selector":{"matchLabels":null}}}`
+)
+
+// TestValidate is the whole table of rules that need no API call: each
+// case lists the errors expected, as "<field>: <type>", in order.
+func TestValidate(t *testing.T) {
+	cases := []struct {
+		name   string
+		object string
+		old    string // worker of the stored object on an update
+		banned []string
+		want   []string
+	}{
+		{name: "good HPA", object: goodHPA},
+		{name: "good PDB", object: goodPDB},
+		{name: "sentinels may be absent", object: `{"apiVersion":"v1","kind":"ConfigMap","data":{"a":"b"}}`},
+		{name: "labels and annotations are fine", object: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"labels":{"a":"b"}}}`},
+		{name: "minReplicas 2", object: `{"apiVersion":"x/v1","kind":"Y","spec":{"minReplicas":2}}`},
+		{name: "no apiVersion", object: `{"kind":"HorizontalPodAutoscaler"}`,
+			want: []string{"spec.object.apiVersion: Required value"}},
+		{name: "empty apiVersion and kind", object: `{"apiVersion":"","kind":""}`,
+			want: []string{"spec.object.apiVersion: Required value", "spec.object.kind: Required value"}},
+		{name: "no kind", object: `{"apiVersion":"autoscaling/v2"}`,
+			want: []string{"spec.object.kind: Required value"}},
+		{name: "kind not a string", object: `{"apiVersion":"v1","kind":3}`,
+			want: []string{"spec.object.kind: Invalid value"}},
+		{name: "malformed apiVersion", object: `{"apiVersion":"a/b/c","kind":"X"}`,
+			want: []string{"spec.object.apiVersion: Invalid value"}},
+		{name: "metadata.name", object: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}`,
+			want: []string{"spec.object.metadata.name: Forbidden"}},
+		{name: "metadata.namespace", object: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"x"}}`,
+			want: []string{"spec.object.metadata.namespace: Forbidden"}},
+		{name: "metadata not an object", object: `{"apiVersion":"v1","kind":"ConfigMap","metadata":"x"}`,
+			want: []string{"spec.object.metadata: Invalid value"}},
+		{name: "Deployment banned by default", object: `{"apiVersion":"apps/v1","kind":"Deployment"}`,
+			want: []string{"spec.object.kind: Forbidden"}},
+		{name: "banned in any group", object: `{"apiVersion":"example.com/v1","kind":"Job"}`,
+			want: []string{"spec.object.kind: Forbidden"}},
+		{name: "each default banned kind", object: `{"apiVersion":"batch/v1","kind":"CronJob"}`,
+			want: []string{"spec.object.kind: Forbidden"}},
+		{name: "banned list configured", object: `{"apiVersion":"v1","kind":"ConfigMap"}`, banned: []string{"ConfigMap"},
+			want: []string{"spec.object.kind: Forbidden"}},
+		{name: "nothing banned", object: `{"apiVersion":"apps/v1","kind":"Deployment"}`, banned: []string{}},
+		{name: "minReplicas 0", object: `{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"minReplicas":0}}`,
+			want: []string{"spec.object.spec.minReplicas: Invalid value"}},
+		{name: "scaleTargetRef set", object: `{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"scaleTargetRef":{"kind":"Deployment","name":"x"}}}`,
+			want: []string{"spec.object.spec.scaleTargetRef: Forbidden"}},
+		{name: "matchLabels set", object: `{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","spec":{"selector":{"matchLabels":{"a":"b"}}}}`,
+			want: []string{"spec.object.spec.selector.matchLabels: Forbidden"}},
+		{name: "matchLabels empty is not null", object: `{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","spec":{"selector":{"matchLabels":{}}}}`,
+			want: []string{"spec.object.spec.selector.matchLabels: Forbidden"}},
+		{name: "sentinel deep in a list", object: `{"apiVersion":"x/v1","kind":"Y","spec":{"triggers":[{"a":1},{"scaleTargetRef":"z"}]}}`,
+			want: []string{"spec.object.spec.triggers[1].scaleTargetRef: Forbidden"}},
+		{name: "workerRef changed", object: goodHPA, old: "other",
+			want: []string{"spec.workerRef.name: Invalid value"}},
+		{name: "workerRef kept", object: goodHPA, old: "w"},
+		{name: "not an object", object: `[1]`,
+			want: []string{"spec.object: Invalid value"}},
+		{name: "every error at once", object: `{"kind":"Pod","metadata":{"name":"a","namespace":"b"},"spec":{"minReplicas":0,"scaleTargetRef":{},"selector":{"matchLabels":{"a":"b"}}}}`,
+			old: "other",
+			want: []string{"spec.workerRef.name: Invalid value", "spec.object.apiVersion: Required value", "spec.object.kind: Forbidden",
+				"spec.object.metadata.name: Forbidden", "spec.object.metadata.namespace: Forbidden", "spec.object.spec.minReplicas: Invalid value",
+				"spec.object.spec.scaleTargetRef: Forbidden", "spec.object.spec.selector.matchLabels: Forbidden"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			banned := DefaultBannedKinds
+			if c.banned != nil {
+				banned = c.banned
+			}
+			var old *v1alpha1.TemporalWorkerOwnedResource
+			if c.old != "" {
+				old = twor(c.old, goodHPA)
+			}
+			errs := Validate(twor("w", c.object), old, banned)
+			var got []string
+			for _, e := range errs {
+				got = append(got, e.Field+": "+e.Type.String())
+				if !strings.HasPrefix(e.Error(), e.Field+": ") {
+					t.Errorf("message %q does not start with the field", e.Error())
+				}
+			}
+			if strings.Join(got, "\n") != strings.Join(c.want, "\n") {
+				t.Errorf("errors:\n  %s\nwant:\n  %s\n(all: %v)", strings.Join(got, "\n  "), strings.Join(c.want, "\n  "), errs)
+			}
+		})
+	}
+}
+
+func TestObjectGVK(t *testing.T) {
+	gvk, ok := ObjectGVK(twor("w", goodHPA))
+	if !ok || gvk.Group != "autoscaling" || gvk.Version != "v2" || gvk.Kind != "HorizontalPodAutoscaler" {
+		t.Errorf("ObjectGVK = %v, %v", gvk, ok)
+	}
+	if _, ok := ObjectGVK(twor("w", `{"kind":"X"}`)); ok {
+		t.Error("ObjectGVK without apiVersion is ok")
+	}
+}
+
+func TestSpecUnchanged(t *testing.T) {
+	a := twor("w", `{"apiVersion":"v1","kind":"ConfigMap","data":{"a":"b"}}`)
+	b := twor("w", `{"kind":"ConfigMap","data":{"a":"b"},"apiVersion":"v1"}`)
+	b.Labels = map[string]string{"new": "label"}
+	if !specUnchanged(a, b) {
+		t.Error("the same object with keys reordered and new labels counts as a spec change")
+	}
+	if specUnchanged(a, twor("w", `{"apiVersion":"v1","kind":"ConfigMap","data":{"a":"c"}}`)) {
+		t.Error("a changed object counts as unchanged")
+	}
+	if specUnchanged(a, twor("x", `{"apiVersion":"v1","kind":"ConfigMap","data":{"a":"b"}}`)) {
+		t.Error("a changed workerRef counts as unchanged")
+	}
+}
