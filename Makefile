@@ -80,7 +80,11 @@ dev-env: kube-bins bins ## Run the local environment in the foreground (state in
 .PHONY: run
 run: bins ## Run the controller against the local environment started by `make dev-env`
 	$(CACHE)/kube/kubectl --kubeconfig .dev/kubeconfig apply --server-side -k config/crd
-	$(BIN)/manager --kubeconfig .dev/kubeconfig --metrics-bind-address 127.0.0.1:8080 --health-probe-bind-address 127.0.0.1:8081 --zap-devel
+	$(CACHE)/kube/kubectl --kubeconfig .dev/kubeconfig apply --server-side -k dev/webhook
+	$(BIN)/manager --kubeconfig .dev/kubeconfig --metrics-bind-address 127.0.0.1:8080 --health-probe-bind-address 127.0.0.1:8081 \
+	  --webhook-host 127.0.0.1 --webhook-port 9443 --webhook-cert-dir .dev/webhook-certs \
+	  --webhook-cert-rotation --webhook-write-certs --webhook-dns-name localhost \
+	  --webhook-secret rainbow-system/rainbow-webhook-cert --webhook-configuration-name rainbow-validating-webhook --zap-devel
 
 .PHONY: help
 help: ## Show this help

@@ -50,20 +50,36 @@ sed -n '/Kubernetes API/,/Logs/p' "$state/devenv.log"
 echo
 
 export KUBECONFIG="$state/kubeconfig"
-echo ">> Installing the CRDs (config/crd)"
+echo ">> Installing the CRDs (config/crd) and the webhook configuration of a local controller (dev/webhook)"
 "$kubectl" apply --server-side --field-manager=rainbow-demo -k config/crd >/dev/null
 # kubectl wait fails outright while a new CRD has no conditions yet.
 for i in $(seq 1 60); do
-  "$kubectl" wait --for condition=established --timeout=30s \
-    crd/temporalworkerdeployments.temporal.io crd/temporalconnections.temporal.io >/dev/null 2>&1 && break
+  "$kubectl" wait --for condition=established --timeout=30s crd/temporalworkerdeployments.temporal.io \
+    crd/temporalconnections.temporal.io crd/temporalworkerownedresources.temporal.io >/dev/null 2>&1 && break
   (( i < 60 )) || { echo "the CRDs were not established in time" >&2; exit 1; }
   sleep 0.5
 done
+"$kubectl" apply --server-side --field-manager=rainbow-demo -k dev/webhook >/dev/null
 
 echo ">> Starting the controller (.cache/bin/manager, log: .dev/manager.log)"
+# The TemporalWorkerOwnedResource webhook on https://localhost:9443, with a
+# certificate the controller makes itself (docs/admission-webhook.md).
 "$bin/manager" --kubeconfig "$KUBECONFIG" --metrics-bind-address 0 --health-probe-bind-address 0 \
+  --webhook-host 127.0.0.1 --webhook-port 9443 --webhook-cert-dir "$state/webhook-certs" \
+  --webhook-cert-rotation --webhook-write-certs --webhook-dns-name localhost \
+  --webhook-secret rainbow-system/rainbow-webhook-cert --webhook-configuration-name rainbow-validating-webhook \
   --zap-devel >"$state/manager.log" 2>&1 &
 manager=$!
+# Until the API server gets the webhook's answers: a server-side dry run of
+# a TemporalWorkerOwnedResource without a kind is refused by the webhook.
+probe='{"apiVersion":"temporal.io/v1alpha1","kind":"TemporalWorkerOwnedResource","metadata":{"name":"webhook-probe","namespace":"rainbow-system"},"spec":{"workerRef":{"name":"probe"},"object":{"apiVersion":"v1"}}}'
+for i in $(seq 1 240); do
+  out=$("$kubectl" create --dry-run=server -f - <<<"$probe" 2>&1 || true)
+  [[ $out == *"spec.object.kind: Required value"* ]] && break
+  alive "$manager" || { echo "the controller exited:" >&2; tail -n 20 "$state/manager.log" >&2; exit 1; }
+  (( i < 240 )) || { echo "the controller's webhook did not answer in 2 minutes: $out" >&2; exit 1; }
+  sleep 0.5
+done
 
 "$bin/demo" --env-dir "$state" --examples "$root/examples/demo" &
 story=$!

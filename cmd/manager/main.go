@@ -24,11 +24,17 @@ func main() {
 	flag.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease; defaults to the pod's namespace")
 	flag.IntVar(&opts.MaxVersions, "max-versions", manager.DefaultMaxVersions,
 		"Temporal's limit of versions per worker deployment (the server's matching.maxVersionsInDeployment); 0 means no limit")
+	webhook := bindWebhookFlags(flag.CommandLine)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	// --kubeconfig is registered by controller-runtime; without it the
 	// in-cluster config or $KUBECONFIG is used.
 	flag.Parse()
+	var err error
+	if opts.Webhook, err = webhook.options(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 
 	logger := zap.New(zap.UseFlagOptions(&zapOpts))
 	ctrl.SetLogger(logger)

@@ -129,6 +129,7 @@ func (e *benchEnv) startManager(path string, extra []string) error {
 		"--kubeconfig=" + e.Info.Kubeconfig,
 		"--metrics-bind-address=" + metricsAddr,
 		"--health-probe-bind-address=" + probeAddr,
+		"--webhook-port=0", // no TemporalWorkerOwnedResources here
 	}
 	args = append(args, extra...)
 	var err error

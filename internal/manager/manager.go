@@ -26,6 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/admission"
 	"github.com/rainbow-deploy/rainbow/internal/connection"
 	"github.com/rainbow-deploy/rainbow/internal/controller/temporalconnection"
 	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
@@ -67,6 +68,9 @@ type Options struct {
 	// Logger for the manager, the controllers and the Temporal SDK; the
 	// zero value means controller-runtime's global logger (log.SetLogger).
 	Logger logr.Logger
+	// Webhook serves the TemporalWorkerOwnedResource validating webhook;
+	// nil means no webhook server.
+	Webhook *WebhookOptions
 }
 
 // Manager is a controller-runtime manager with Rainbow's controllers and
@@ -107,6 +111,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		// may take over at once.
 		LeaderElectionReleaseOnCancel: true,
 		Cache:                         cacheOpts,
+		WebhookServer:                 webhookServer(opts.Webhook),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
@@ -116,6 +121,11 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
+	}
+	if opts.Webhook != nil {
+		if err := admission.Setup(mgr); err != nil {
+			return nil, fmt.Errorf("set up the webhook: %w", err)
+		}
 	}
 	if err := connection.RegisterIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("register cache indexes: %w", err)
