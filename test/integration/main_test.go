@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/rainbow-deploy/rainbow/internal/admission"
 	"github.com/rainbow-deploy/rainbow/internal/manager"
 	"github.com/rainbow-deploy/rainbow/test/harness"
 )
@@ -34,6 +36,10 @@ func TestMain(m *testing.M) { harness.Main(m, &env, startManager) }
 // +kubebuilder:rbac marker (or a stale config/rbac/role.yaml: run `make
 // generate`) fails the tests with "forbidden" in manager.log.
 const managerUser = "system:serviceaccount:rainbow-system:rainbow-manager"
+
+// webhookName names the test's ValidatingWebhookConfiguration and the
+// Secret of its certificate.
+const webhookName = "rainbow-test-webhook"
 
 // startManager applies config/rbac and runs the controller in this process
 // as managerUser, logging to manager.log in the environment's directory.
@@ -59,6 +65,19 @@ func startManager(e *harness.Env) (func(), error) {
 	// client-go logs too, such as Events refused by a terminating namespace.
 	klog.SetLogger(logger)
 
+	// The webhook as a manager on this machine serves it (dev/webhook),
+	// on a free port, its certificate made by the manager's own rotation.
+	_, port, _ := net.SplitHostPort(freeAddr())
+	webhookPort, _ := strconv.Atoi(port)
+	hook := harness.LocalWebhook{Name: webhookName, Port: webhookPort, CertDir: filepath.Join(e.Info.Dir, "webhook-certs")}
+	removeWebhook, err := e.InstallLocalWebhook(hook)
+	if err != nil {
+		return nil, err
+	}
+	webhookOpts := hook.Options()
+	controllerSA := admission.ServiceAccountIdentity("rainbow-system", "rainbow-manager")
+	webhookOpts.ControllerUser, webhookOpts.ControllerGroups = controllerSA.Username, controllerSA.Groups
+
 	cfg := rest.CopyConfig(e.REST)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: managerUser}
 	probeAddr, metricsAddr = freeAddr(), freeAddr()
@@ -68,14 +87,19 @@ func startManager(e *harness.Env) (func(), error) {
 		ProbeAddr:   probeAddr,
 		MaxVersions: manager.DefaultMaxVersions,
 		Logger:      logger,
+		Webhook:     webhookOpts,
 	})
 	if err != nil {
+		removeWebhook()
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	stop := func() {
+		// First the webhook configuration: without the manager, it would
+		// refuse every change to a TemporalWorkerOwnedResource.
+		removeWebhook()
 		cancel()
 		select {
 		case err := <-done:
@@ -87,11 +111,14 @@ func startManager(e *harness.Env) (func(), error) {
 		}
 		logFile.Close()
 	}
-	// Tests start once it serves /readyz, or fail at once if it cannot.
-	deadline := time.Now().Add(time.Minute)
+	// Tests start once it serves /readyz (which waits for the webhook's
+	// certificate) and the API server gets answers from the webhook, or
+	// fail at once if it cannot.
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		select {
 		case err := <-done:
+			removeWebhook()
 			logFile.Close()
 			return nil, fmt.Errorf("controller stopped at start: %v (log: %s)", err, logPath)
 		default:
@@ -99,15 +126,20 @@ func startManager(e *harness.Env) (func(), error) {
 		if resp, err := http.Get("http://" + probeAddr + "/readyz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return stop, nil
+				break
 			}
 		}
 		if time.Now().After(deadline) {
 			stop()
-			return nil, fmt.Errorf("controller not ready after a minute (log: %s)", logPath)
+			return nil, fmt.Errorf("controller not ready after 2 minutes (log: %s)", logPath)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	if err := e.WaitForWebhook(context.Background(), time.Minute); err != nil {
+		stop()
+		return nil, fmt.Errorf("%v (log: %s)", err, logPath)
+	}
+	return stop, nil
 }
 
 // freeAddr is a local address with a port free a moment ago.

@@ -1,0 +1,190 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/test/harness"
+)
+
+// The webhook's tests: the API server calls the manager's webhook over TLS
+// (its certificate made by the manager's rotation) for every change to a
+// TemporalWorkerOwnedResource.
+
+const (
+	admissionHPA = `{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"scaleTargetRef":null,"minReplicas":1,"maxReplicas":3}}`
+	admissionPDB = `{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","spec":{"minAvailable":1,"selector":{"matchLabels":null}}}`
+)
+
+func ownedResource(ns, name, object string) *v1alpha1.TemporalWorkerOwnedResource {
+	return &v1alpha1.TemporalWorkerOwnedResource{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.TemporalWorkerOwnedResourceSpec{
+			WorkerRef: v1alpha1.WorkerReference{Name: "worker"},
+			Object:    apiextensionsv1.JSON{Raw: []byte(object)},
+		},
+	}
+}
+
+// TestAdmissionWebhookRules sends each rule's bad TemporalWorkerOwnedResource
+// through the real API server: each is refused as Invalid with the field
+// in the message. The good HPA and PDB are admitted.
+func TestAdmissionWebhookRules(t *testing.T) {
+	tt := env.NewTest(t)
+	ctx := context.Background()
+	cases := []struct{ name, object, want string }{
+		{"no apiVersion", `{"kind":"HorizontalPodAutoscaler"}`, "spec.object.apiVersion: Required value"},
+		{"no kind", `{"apiVersion":"autoscaling/v2"}`, "spec.object.kind: Required value"},
+		{"metadata.name", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"mine"}}`, "spec.object.metadata.name: Forbidden"},
+		{"metadata.namespace", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"other"}}`, "spec.object.metadata.namespace: Forbidden"},
+		{"banned kind", `{"apiVersion":"apps/v1","kind":"Deployment"}`, "spec.object.kind: Forbidden: Deployment objects cannot be attached"},
+		{"banned kind in another group", `{"apiVersion":"batch/v1","kind":"CronJob"}`, "spec.object.kind: Forbidden"},
+		{"unknown kind", `{"apiVersion":"example.com/v1","kind":"Gadget"}`, `spec.object.kind: Invalid value: "Gadget": unknown kind`},
+		{"unknown version", `{"apiVersion":"autoscaling/v9","kind":"HorizontalPodAutoscaler"}`, "spec.object.kind: Invalid value"},
+		{"cluster-scoped kind", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole"}`, `spec.object.kind: Invalid value: "ClusterRole": cluster-scoped kind`},
+		{"minReplicas 0", `{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"scaleTargetRef":null,"minReplicas":0,"maxReplicas":3}}`,
+			"spec.object.spec.minReplicas: Invalid value: 0"},
+		{"scaleTargetRef set", `{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"scaleTargetRef":{"kind":"Deployment","name":"x"},"maxReplicas":3}}`,
+			"spec.object.spec.scaleTargetRef: Forbidden: must be null or absent"},
+		{"matchLabels set", `{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","spec":{"selector":{"matchLabels":{"app":"x"}}}}`,
+			"spec.object.spec.selector.matchLabels: Forbidden: must be null or absent"},
+	}
+	for i, c := range cases {
+		err := env.Kube.Create(ctx, ownedResource(tt.Namespace, fmt.Sprintf("bad-%d", i), c.object))
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "denied the request") {
+			t.Errorf("%s: got %v, want the webhook's Invalid with %q", c.name, err, c.want)
+		}
+	}
+	for name, object := range map[string]string{"hpa": admissionHPA, "pdb": admissionPDB} {
+		if err := env.Kube.Create(ctx, ownedResource(tt.Namespace, name, object)); err != nil {
+			t.Errorf("the good %s was refused: %v", name, err)
+		}
+	}
+}
+
+// TestAdmissionWebhookWorkerRefIsImmutable: a changed workerRef is refused.
+func TestAdmissionWebhookWorkerRefIsImmutable(t *testing.T) {
+	tt := env.NewTest(t)
+	ctx := context.Background()
+	twor := ownedResource(tt.Namespace, "hpa", admissionHPA)
+	if err := env.Kube.Create(ctx, twor); err != nil {
+		t.Fatal(err)
+	}
+	err := retryOnConflict(ctx, twor, func() { twor.Spec.WorkerRef.Name = "another" })
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.workerRef") || !strings.Contains(err.Error(), "immutable") {
+		t.Errorf("changing workerRef: got %v, want Invalid naming spec.workerRef", err)
+	}
+	// Labels are not the spec: admitted without a check.
+	if err := retryOnConflict(ctx, twor, func() { twor.Labels = map[string]string{"team": "a"} }); err != nil {
+		t.Errorf("labelling: %v", err)
+	}
+}
+
+// TestAdmissionWebhookChecksTheUser: a user who may create
+// TemporalWorkerOwnedResources but not HPAs cannot create one holding an
+// HPA, until granted HPAs; a user who may delete TemporalWorkerOwnedResources
+// but not HPAs cannot delete one holding an HPA.
+func TestAdmissionWebhookChecksTheUser(t *testing.T) {
+	tt := env.NewTest(t)
+	ctx := context.Background()
+	user := "alice-" + tt.Suffix
+	grant(t, tt, user, "owned-resources", rbacv1.PolicyRule{
+		APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"temporalworkerownedresources"}, Verbs: []string{"*"}})
+	alice := impersonate(t, user)
+
+	err := alice.Create(ctx, ownedResource(tt.Namespace, "hpa", admissionHPA))
+	want := fmt.Sprintf(`spec.object: user %q may not create horizontalpodautoscalers.autoscaling in namespace %q`, user, tt.Namespace)
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v, want Forbidden with %q", err, want)
+	}
+
+	grant(t, tt, user, "hpa-create", rbacv1.PolicyRule{
+		APIGroups: []string{"autoscaling"}, Resources: []string{"horizontalpodautoscalers"}, Verbs: []string{"create"}})
+	tt.Eventually(30*time.Second, "the TemporalWorkerOwnedResource admitted once the user may create HPAs", func() (bool, string) {
+		err := alice.Create(ctx, ownedResource(tt.Namespace, "hpa", admissionHPA))
+		return err == nil, errString(err)
+	})
+
+	twor := &v1alpha1.TemporalWorkerOwnedResource{}
+	if err := alice.Get(ctx, crclient.ObjectKey{Namespace: tt.Namespace, Name: "hpa"}, twor); err != nil {
+		t.Fatal(err)
+	}
+	err = alice.Delete(ctx, twor)
+	want = fmt.Sprintf(`user %q may not delete horizontalpodautoscalers.autoscaling`, user)
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("deleting: got %v, want Forbidden with %q", err, want)
+	}
+	grant(t, tt, user, "hpa-delete", rbacv1.PolicyRule{
+		APIGroups: []string{"autoscaling"}, Resources: []string{"horizontalpodautoscalers"}, Verbs: []string{"delete"}})
+	tt.Eventually(30*time.Second, "the deletion admitted once the user may delete HPAs", func() (bool, string) {
+		err := alice.Delete(ctx, twor)
+		return err == nil || apierrors.IsNotFound(err), errString(err)
+	})
+}
+
+// TestAdmissionWebhookChecksTheController: a kind the controller's service
+// account may not create (config/rbac grants no ConfigMap writes) is
+// refused even to an administrator, naming the service account.
+func TestAdmissionWebhookChecksTheController(t *testing.T) {
+	tt := env.NewTest(t)
+	err := env.Kube.Create(context.Background(), ownedResource(tt.Namespace, "cm", `{"apiVersion":"v1","kind":"ConfigMap","data":{"a":"b"}}`))
+	want := fmt.Sprintf(`the controller %q may not create configmaps in namespace %q`, managerUser, tt.Namespace)
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+		t.Errorf("got %v, want Forbidden with %q", err, want)
+	}
+}
+
+// grant binds user to a Role of the test's namespace holding rule.
+func grant(t *testing.T, tt *harness.T, user, name string, rule rbacv1.PolicyRule) {
+	t.Helper()
+	ctx := context.Background()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: tt.Namespace, Name: name}, Rules: []rbacv1.PolicyRule{rule}}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tt.Namespace, Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	}
+	for _, obj := range []crclient.Object{role, binding} {
+		if err := env.Kube.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// impersonate is a client acting as user.
+func impersonate(t *testing.T, user string) crclient.Client {
+	t.Helper()
+	cfg := rest.CopyConfig(env.REST)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	c, err := crclient.New(cfg, crclient.Options{Scheme: env.Scheme, Mapper: env.Kube.RESTMapper()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// retryOnConflict applies change to a fresh copy of twor and updates it,
+// again on a conflict (the controller writes to it too).
+func retryOnConflict(ctx context.Context, twor *v1alpha1.TemporalWorkerOwnedResource, change func()) error {
+	for {
+		if err := env.Kube.Get(ctx, crclient.ObjectKeyFromObject(twor), twor); err != nil {
+			return err
+		}
+		change()
+		err := env.Kube.Update(ctx, twor)
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+	}
+}
