@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -35,6 +36,8 @@ func main() {
 	)
 	flag.StringVar(&envDir, "env-dir", ".dev", "state directory of the running local environment (holds env.json)")
 	flag.StringVar(&o.Dir, "examples", "examples/demo", "directory holding "+demo.ConnectionFile+" and "+demo.WorkerFile)
+	owned := "examples/twor-hpa.yaml"
+	flag.StringVar(&owned, "owned", owned, "comma-separated TemporalWorkerOwnedResource files applied with the TemporalWorkerDeployment; empty for none")
 	flag.StringVar(&o.SecondTag, "second-tag", "v2", "image tag of the second version")
 	flag.DurationVar(&o.HelloEvery, "hello-every", time.Second, "start a Hello workflow this often")
 	flag.DurationVar(&o.Look, "look", 5*time.Second, "how long the first version runs alone before the second is rolled out")
@@ -42,6 +45,9 @@ func main() {
 	flag.BoolVar(&exit, "exit", false, "exit after the story instead of running until interrupted")
 	flag.Parse()
 	o.Linger = !exit
+	if owned != "" {
+		o.OwnedFiles = strings.Split(owned, ",")
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

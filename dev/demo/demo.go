@@ -11,11 +11,13 @@ package demo
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -26,12 +28,14 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	sdkclient "go.temporal.io/sdk/client"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -64,7 +68,10 @@ type Options struct {
 	Temporal sdkclient.Client
 	// Dir holds ConnectionFile and WorkerFile.
 	Dir string
-	Out io.Writer
+	// OwnedFiles are TemporalWorkerOwnedResources for the TWD, applied
+	// right after it (cmd/demo: examples/twor-hpa.yaml, an HPA per version).
+	OwnedFiles []string
+	Out        io.Writer
 
 	// Overrides of the files, for an environment on other ports or names.
 	Namespace         string // Kubernetes namespace of both objects
@@ -136,6 +143,8 @@ type Result struct {
 	// Pinned is the pinned workflow's result: the builds it started and
 	// finished on.
 	Pinned demoworker.LongResult
+	// HPAs are the HPAs seen, by build ID.
+	HPAs map[string]string
 	// Hellos counts completed Hello workflows by the build that ran them.
 	Hellos        map[string]int
 	HelloFailures int
@@ -192,6 +201,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Customize != nil {
 		o.Customize(twd)
 	}
+	owned, err := loadOwned(o.OwnedFiles, twd)
+	if err != nil {
+		return nil, err
+	}
 	s := &story{
 		o:         o,
 		start:     time.Now(),
@@ -200,7 +213,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		seen:      map[types.UID]bool{},
 		builds:    map[string]bool{},
 		history:   map[string][]v1alpha1.VersionStatus{},
-		res:       &Result{},
+		res:       &Result{HPAs: map[string]string{}},
+		owned:     owned,
 		hellos:    &hellos{total: map[string]int{}, window: map[string]int{}},
 	}
 	s.trafficAt = s.start
@@ -208,6 +222,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	s.idPrefix = fmt.Sprintf("%s-%s", twd.Name, s.start.Format("150405"))
 	defer s.stopWorkflows()
 	err = s.tell(ctx, conn, twd)
+	s.res.HPAs = s.hpas
 	s.res.Hellos, s.res.HelloFailures = s.hellos.counts()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -244,6 +259,8 @@ type story struct {
 	temporalAt   time.Time
 	temporalSeen string
 	res          *Result
+	owned        []*v1alpha1.TemporalWorkerOwnedResource
+	hpas         map[string]string // HPA names seen, by build ID
 
 	hellos     *hellos
 	stopHellos context.CancelFunc
@@ -285,6 +302,12 @@ func (s *story) tell(ctx context.Context, conn *v1alpha1.TemporalConnection, twd
 	if err := s.createTWD(ctx, twd); err != nil {
 		return err
 	}
+	for _, or := range s.owned {
+		s.milestone("", "Applying TemporalWorkerOwnedResource %s/%s: a %s for every version with running workers", or.Namespace, or.Name, kindOf(or))
+		if err := s.createOwned(ctx, or); err != nil {
+			return err
+		}
+	}
 	snap, err := s.wait(ctx, 3*time.Minute, "the first version to become current", func(sn snapshot) (bool, string) {
 		t := sn.target()
 		return t != "" && sn.status(t) == v1alpha1.VersionCurrent && sn.ready(), ""
@@ -295,6 +318,9 @@ func (s *story) tell(ctx context.Context, conn *v1alpha1.TemporalConnection, twd
 	v1 := snap.target()
 	s.res.First = v1
 	s.milestone(s.name(v1)+" current", "%s (build ID %s) is current: new workflows start on it. The first version needs no ramp.", s.name(v1), v1)
+	if err := s.waitHPA(ctx, v1); err != nil {
+		return err
+	}
 
 	s.startWorkflows(ctx)
 	s.say("starting a Hello workflow every %s, and the long workflow %s (pinned: it stays on the version it starts on)", o.HelloEvery, s.pinned.id)
@@ -334,6 +360,9 @@ func (s *story) tell(ctx context.Context, conn *v1alpha1.TemporalConnection, twd
 	}
 	s.res.Ramps = s.rampsOf(v2)
 	s.milestone(s.name(v2)+" current", "%s is current after ramping %s. New workflows start on %s.", s.name(v2), percents(s.res.Ramps), s.name(v2))
+	if err := s.waitHPA(ctx, v2); err != nil {
+		return err
+	}
 
 	select {
 	case <-s.pinned.done:
@@ -398,7 +427,11 @@ func (s *story) tell(ctx context.Context, conn *v1alpha1.TemporalConnection, twd
 	}); err != nil {
 		return err
 	}
-	s.milestone(s.name(v1)+" Deployment deleted", "The Deployment of %s is deleted; the version goes from Temporal once its pollers are forgotten.", s.name(v1))
+	gone := ""
+	if s.hpas[v1] != "" {
+		gone = " So is its HPA."
+	}
+	s.milestone(s.name(v1)+" Deployment deleted", "The Deployment of %s is deleted; the version goes from Temporal once its pollers are forgotten.%s", s.name(v1), gone)
 	if _, err := s.wait(ctx, 2*time.Minute, s.name(v1)+" to be removed from Temporal", func(sn snapshot) (bool, string) {
 		return sn.twd != nil && sn.version(v1) == nil, ""
 	}); err != nil {
@@ -537,6 +570,23 @@ func (s *story) observe(ctx context.Context) (snapshot, error) {
 	for i := range deps.Items {
 		if b := deps.Items[i].Labels[workload.LabelBuildID]; b != "" {
 			snap.deps[b] = &deps.Items[i]
+		}
+	}
+	if len(s.owned) > 0 {
+		var hpas autoscalingv2.HorizontalPodAutoscalerList
+		if err := s.o.Kube.List(ctx, &hpas, client.InNamespace(s.key.Namespace),
+			client.MatchingLabels{workload.LabelWorker: workload.WorkerLabel(s.key.Name)}); err != nil {
+			return snap, err
+		}
+		snap.hpas = map[string]*autoscalingv2.HorizontalPodAutoscaler{}
+		for i := range hpas.Items {
+			if b := hpas.Items[i].Labels[workload.LabelBuildID]; b != "" && hpas.Items[i].DeletionTimestamp == nil {
+				snap.hpas[b] = &hpas.Items[i]
+				if s.hpas == nil {
+					s.hpas = map[string]string{}
+				}
+				s.hpas[b] = hpas.Items[i].Name
+			}
 		}
 	}
 	for _, v := range snap.versions() {
@@ -684,6 +734,67 @@ func (s *story) applyConnection(ctx context.Context, conn *v1alpha1.TemporalConn
 		}
 		return nil
 	}
+}
+
+// loadOwned reads the owned resources, which must name the TWD.
+func loadOwned(files []string, twd *v1alpha1.TemporalWorkerDeployment) ([]*v1alpha1.TemporalWorkerOwnedResource, error) {
+	var out []*v1alpha1.TemporalWorkerOwnedResource
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		or := &v1alpha1.TemporalWorkerOwnedResource{}
+		if err := yaml.UnmarshalStrict(data, or); err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		if or.Spec.WorkerRef.Name != twd.Name {
+			return nil, fmt.Errorf("%s names TemporalWorkerDeployment %q, want %q", f, or.Spec.WorkerRef.Name, twd.Name)
+		}
+		or.Namespace = twd.Namespace
+		out = append(out, or)
+	}
+	return out, nil
+}
+
+func kindOf(or *v1alpha1.TemporalWorkerOwnedResource) string {
+	var obj struct{ Kind string }
+	if err := json.Unmarshal(or.Spec.Object.Raw, &obj); err != nil || obj.Kind == "" {
+		return "copy of spec.object"
+	}
+	return obj.Kind
+}
+
+// createOwned creates an owned resource once the one an earlier run left
+// is gone (it goes with the earlier TWD).
+func (s *story) createOwned(ctx context.Context, or *v1alpha1.TemporalWorkerOwnedResource) error {
+	if _, err := s.wait(ctx, 2*time.Minute, "the earlier TemporalWorkerOwnedResource "+or.Name+" to be deleted", func(snapshot) (bool, string) {
+		err := s.o.Kube.Get(ctx, client.ObjectKeyFromObject(or), &v1alpha1.TemporalWorkerOwnedResource{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	}); err != nil {
+		return err
+	}
+	if err := s.o.Kube.Create(ctx, or.DeepCopy()); err != nil {
+		return fmt.Errorf("create TemporalWorkerOwnedResource %s: %w", or.Name, err)
+	}
+	return nil
+}
+
+// waitHPA waits for build's HPA, when the demo attaches one.
+func (s *story) waitHPA(ctx context.Context, build string) error {
+	if !slices.ContainsFunc(s.owned, func(or *v1alpha1.TemporalWorkerOwnedResource) bool { return kindOf(or) == "HorizontalPodAutoscaler" }) {
+		return nil
+	}
+	snap, err := s.wait(ctx, time.Minute, "the HPA of "+s.name(build), func(sn snapshot) (bool, string) {
+		return sn.hpas[build] != nil, ""
+	})
+	if err != nil {
+		return err
+	}
+	h := snap.hpas[build]
+	s.milestone(s.name(build)+" has its HPA", "%s has its own HorizontalPodAutoscaler %s (minReplicas %d, maxReplicas %d) scaling Deployment %s.",
+		s.name(build), h.Name, ptr.Deref(h.Spec.MinReplicas, 1), h.Spec.MaxReplicas, h.Spec.ScaleTargetRef.Name)
+	return nil
 }
 
 // createTWD creates the TWD, first deleting one left by an earlier run so

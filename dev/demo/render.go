@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/ptr"
 
@@ -18,6 +19,8 @@ import (
 type snapshot struct {
 	twd  *v1alpha1.TemporalWorkerDeployment
 	deps map[string]*appsv1.Deployment
+	// hpas are the versions' HPAs, by build ID; nil when the demo attaches none.
+	hpas map[string]*autoscalingv2.HorizontalPodAutoscaler
 }
 
 // observed reports whether the status describes the latest spec.
@@ -123,7 +126,11 @@ func (s snapshot) line(name func(string) string) string {
 		if v.Status == v1alpha1.VersionRamping && v.RampPercentage != nil {
 			p += fmt.Sprintf(" %d%%", *v.RampPercentage)
 		}
-		p += " (" + s.pods(v.BuildID) + ")"
+		p += " (" + s.pods(v.BuildID)
+		if s.hpas[v.BuildID] != nil {
+			p += ", HPA"
+		}
+		p += ")"
 		parts = append(parts, p)
 	}
 	if len(parts) == 0 {

@@ -18,7 +18,8 @@ import (
 // TestDemo is `make demo`'s smoke test: the demo program's story, with
 // examples/demo as they are but short steps and delays, runs to its end:
 // the second version current after both ramp steps, the first Draining
-// while the pinned workflow runs there, then scaled down and deleted.
+// while the pinned workflow runs there, then scaled down and deleted; each
+// version had its own HPA, from examples/twor-hpa.yaml.
 func TestDemo(t *testing.T) {
 	tt := env.NewTest(t)
 	r := &rollout{T: tt, Name: "demo-worker", TaskQueue: tt.TaskQueue("demo")}
@@ -28,6 +29,7 @@ func TestDemo(t *testing.T) {
 		Kube:              env.Kube,
 		Temporal:          env.Temporal,
 		Dir:               filepath.Join(env.Root, "examples", "demo"),
+		OwnedFiles:        []string{filepath.Join(env.Root, "examples", "twor-hpa.yaml")},
 		Out:               testWriter{t},
 		Namespace:         tt.Namespace,
 		TemporalAddress:   env.Info.TemporalAddress,
@@ -68,6 +70,9 @@ func TestDemo(t *testing.T) {
 	}
 	if res.HelloFailures != 0 || res.Hellos[res.First] == 0 || res.Hellos[res.Second] == 0 {
 		t.Errorf("Hello workflows by build %v, %d failed; want some on each version and no failure", res.Hellos, res.HelloFailures)
+	}
+	if res.HPAs[res.First] == "" || res.HPAs[res.Second] == "" {
+		t.Errorf("HPAs by version: %v, want one for each of %s and %s", res.HPAs, res.First, res.Second)
 	}
 	twd := r.waitCurrent(10*time.Second, res.Second)
 	if d := r.deployment(res.First); d != nil || versionStatus(twd, res.First) != "" {
