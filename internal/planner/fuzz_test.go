@@ -21,7 +21,7 @@ func FuzzPlanSafety(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := fuzzInput(data)
 		got := Plan(in)
-		for _, err := range safetyViolations(in, got) {
+		for _, err := range append(safetyViolations(in, got), ownedViolations(in, got)...) {
 			t.Error(err)
 		}
 		if again := Plan(fuzzInput(data)); !reflect.DeepEqual(got, again) {
@@ -46,7 +46,8 @@ func TestPlanSafetyRandom(t *testing.T) {
 			data[i] = byte(x)
 		}
 		in := fuzzInput(data)
-		for _, err := range safetyViolations(in, Plan(in)) {
+		res := Plan(in)
+		for _, err := range append(safetyViolations(in, res), ownedViolations(in, res)...) {
 			t.Fatalf("input %x: %v", data, err)
 		}
 	}
@@ -172,6 +173,7 @@ func fuzzInput(data []byte) Input {
 	if s.bool() {
 		in.Gate = &GateRun{BuildID: build(), Phase: pick(s, GateRunning, GateSucceeded, GateFailed, "Weird"), Message: "m"}
 	}
+	fuzzOwned(s, &in)
 	return in
 }
 

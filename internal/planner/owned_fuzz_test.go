@@ -1,0 +1,135 @@
+package planner
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/rainbow-deploy/rainbow/internal/ownedresource"
+)
+
+// fuzzOwned adds owned resources, with recorded copies, to a fuzz input;
+// Deployments get UIDs (some not yet).
+func fuzzOwned(s *byteSource, in *Input) {
+	in.Namespace, in.Name, in.TemporalNamespace = "ns", "w", "tns"
+	for i := range in.Deployments {
+		in.Deployments[i].UID = pick(s, "", "uid-"+in.Deployments[i].BuildID, "uid-"+in.Deployments[i].BuildID)
+	}
+	objects := []map[string]any{nil, hpa().Object, pdb().Object,
+		{"apiVersion": "v1", "kind": "ConfigMap", "data": map[string]any{"b": `{{ if eq .BuildID "b" }}{{ .Nope }}{{ end }}`}}}
+	for _, name := range []string{"h", "p"} {
+		if !s.bool() {
+			continue
+		}
+		or := OwnedResource{Name: name, Generation: int64(1 + s.intn(2)), Object: pick(s, objects...),
+			Deleting: s.intn(4) == 0, Finalized: s.bool()}
+		or.Adopted = or.Finalized && s.bool()
+		for _, b := range fuzzBuilds {
+			if s.bool() {
+				or.Copies = append(or.Copies, OwnedCopy{
+					BuildID: b, APIVersion: pick(s, "autoscaling/v2", "policy/v1"), Kind: pick(s, "HorizontalPodAutoscaler", "PodDisruptionBudget"),
+					Name: pick(s, "", ownedresource.Name("w", name, b), "old"), Applied: s.bool(), Generation: int64(1 + s.intn(2)),
+					Hash: pick(s, "", "x"), AppliedAt: pick(s, time.Time{}, t0.Add(-time.Minute), t0.Add(-time.Hour)),
+				})
+			}
+		}
+		in.OwnedResources = append(in.OwnedResources, or)
+	}
+}
+
+// ownedViolations restates the rules of owned resources: copies only for
+// versions with running workers, owned by their Deployment and named for
+// their (TWD, TWOR, build); a running version's copy is only deleted when
+// replaced or when its TWOR goes; a deleted TWOR is never applied and only
+// it loses its finalizer; status lists each running version once.
+func ownedViolations(in Input, r Result) []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	running := map[string]Deployment{}
+	for _, d := range in.Deployments {
+		if _, dup := running[d.BuildID]; dup {
+			continue
+		}
+		if d.UID != "" && !(d.Replicas == 0 && d.ScaledDownAt != nil) {
+			running[d.BuildID] = d
+		} else {
+			running[d.BuildID] = Deployment{} // seen, not running
+		}
+	}
+	owned := map[string]OwnedResource{}
+	for _, or := range in.OwnedResources {
+		owned[or.Name] = or
+	}
+	for _, w := range r.OwnedResources {
+		or, ok := owned[w.Name]
+		if !ok {
+			bad("work for unknown owned resource %s", w.Name)
+			continue
+		}
+		applied := map[string]OwnedCopy{}
+		for _, a := range w.Apply {
+			b := a.Copy.BuildID
+			d := running[b]
+			switch {
+			case or.Deleting:
+				bad("%s is being deleted but its copy of %s is applied", w.Name, b)
+			case d.UID == "":
+				bad("%s: a copy is applied for %s, which has no running Deployment", w.Name, b)
+			case a.Copy.Name != ownedresource.Name(in.Name, w.Name, b):
+				bad("%s: copy of %s named %s", w.Name, b, a.Copy.Name)
+			}
+			if _, dup := applied[b]; dup {
+				bad("%s: two copies applied for %s", w.Name, b)
+			}
+			applied[b] = a.Copy
+			meta, _ := a.Object["metadata"].(map[string]any)
+			refs, _ := meta["ownerReferences"].([]any)
+			if len(refs) != 1 || refs[0].(map[string]any)["uid"] != d.UID || meta["namespace"] != in.Namespace {
+				bad("%s: copy of %s has owners %v in namespace %v, want only Deployment %s", w.Name, b, refs, meta["namespace"], d.UID)
+			}
+		}
+		for _, c := range w.Delete {
+			if !recorded(or, c) {
+				bad("%s: deletes %s %s, which its status never recorded", w.Name, c.Kind, c.Name)
+			}
+			if or.Deleting || running[c.BuildID].UID == "" {
+				continue
+			}
+			if n, ok := applied[c.BuildID]; !ok || n.sameObject(c) {
+				bad("%s: deletes the copy of running version %s without replacing it", w.Name, c.BuildID)
+			}
+		}
+		if w.RemoveFinalizer && (!or.Deleting || !or.Finalized) {
+			bad("%s: finalizer removed, but deleting=%v finalized=%v", w.Name, or.Deleting, or.Finalized)
+		}
+		if w.Adopt && or.Deleting {
+			bad("%s: adopted while being deleted", w.Name)
+		}
+	}
+	for _, st := range r.OwnedResourceStatus {
+		if owned[st.Name].Deleting {
+			bad("status planned for %s, which is being deleted", st.Name)
+		}
+		seen := map[string]bool{}
+		for _, v := range st.Versions {
+			if seen[v.Copy.BuildID] {
+				bad("%s: status lists %s twice", st.Name, v.Copy.BuildID)
+			}
+			seen[v.Copy.BuildID] = true
+		}
+		for b, d := range running {
+			if d.UID != "" && !seen[b] {
+				bad("%s: status misses running version %s", st.Name, b)
+			}
+		}
+	}
+	return errs
+}
+
+func recorded(or OwnedResource, c OwnedCopy) bool {
+	for _, rc := range or.Copies {
+		if rc == c && rc.Name != "" {
+			return true
+		}
+	}
+	return false
+}
