@@ -12,10 +12,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -46,6 +48,11 @@ const (
 	// AnnotationScaledDownAt records when the controller scaled a finished
 	// version to zero (RFC 3339).
 	AnnotationScaledDownAt = "temporal.io/scaled-down-at"
+	// AnnotationTemplateGeneration is the Deployment generation at which
+	// the controller last changed its pod template. Until the Deployment
+	// controller has observed it, the change is rolling; a generation that
+	// only a scale bumped (an autoscaler) is not a rollout.
+	AnnotationTemplateGeneration = "temporal.io/template-generation"
 	// AnnotationNamespaceID records the ID of the Temporal namespace the
 	// workers were given, which tells a new address of the same server
 	// from another server.
@@ -173,6 +180,24 @@ func Sync(d *appsv1.Deployment, twd *v1alpha1.TemporalWorkerDeployment, id Ident
 		d.Annotations = merge(d.Annotations, map[string]string{AnnotationNamespaceID: namespaceID})
 	}
 	return connectionChanged, settingsChanged
+}
+
+// MarkTemplateChange records in updated, about to replace current, the
+// generation its pod template change will get (a spec change bumps it by
+// one), when the template changes at all.
+func MarkTemplateChange(current, updated *appsv1.Deployment) {
+	if equality.Semantic.DeepEqual(current.Spec.Template, updated.Spec.Template) {
+		return
+	}
+	updated.Annotations = merge(updated.Annotations, map[string]string{AnnotationTemplateGeneration: strconv.FormatInt(current.Generation+1, 10)})
+}
+
+// TemplateRolling: a template change the controller made is not fully
+// rolled out: the Deployment controller has not observed it yet, or pods
+// of an older template remain.
+func TemplateRolling(d *appsv1.Deployment) bool {
+	gen, _ := strconv.ParseInt(d.Annotations[AnnotationTemplateGeneration], 10, 64)
+	return d.Status.ObservedGeneration < gen || d.Status.Replicas > d.Status.UpdatedReplicas
 }
 
 // Address is the Temporal address injected into the Deployment's workers,

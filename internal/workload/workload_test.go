@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -266,5 +267,35 @@ func TestInjectedEnvComesFirst(t *testing.T) {
 	}
 	if addr < 0 || target < addr {
 		t.Fatalf("TEMPORAL_ADDRESS at %d, TARGET at %d: %v", addr, target, got)
+	}
+}
+
+// TestTemplateRolling: only a template change the controller made counts
+// as a rollout until the Deployment controller has seen it; a scale does
+// not, and old pods always do.
+func TestTemplateRolling(t *testing.T) {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Generation: 4}}
+	d.Status.ObservedGeneration, d.Status.Replicas, d.Status.UpdatedReplicas = 4, 2, 2
+	scaled := d.DeepCopy()
+	scaled.Spec.Replicas = ptr.To[int32](3)
+	MarkTemplateChange(d, scaled)
+	scaled.Generation = 5
+	if TemplateRolling(scaled) {
+		t.Errorf("a scale the Deployment controller has not seen yet counts as rolling: %v", scaled.Annotations)
+	}
+	changed := d.DeepCopy()
+	changed.Spec.Template.Spec.Containers = []corev1.Container{{Name: "worker", Image: "v2"}}
+	MarkTemplateChange(d, changed)
+	changed.Generation = 5
+	if !TemplateRolling(changed) {
+		t.Errorf("an unobserved template change does not count as rolling: %v", changed.Annotations)
+	}
+	changed.Status.ObservedGeneration = 5
+	if TemplateRolling(changed) {
+		t.Error("an observed template change with every pod updated still counts as rolling")
+	}
+	changed.Status.UpdatedReplicas = 1
+	if !TemplateRolling(changed) {
+		t.Error("old pods remain, yet not rolling")
 	}
 }

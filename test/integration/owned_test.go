@@ -35,7 +35,8 @@ import (
 // pods (so matchLabels selects them). The bad template is reported for
 // that build ID while the other version's copy applies. The controller
 // and the HPA controller share the HPA without a write war, and the
-// version's replicas stay the HPA's. The old version's copies go at
+// version's replicas stay the HPA's; the HPA's scaling never makes the TWD
+// look unready. The old version's copies go at
 // sunset; deleting an owned resource deletes its copies; deleting the TWD
 // removes everything.
 func TestOwnedResourcesFollowVersions(t *testing.T) {
@@ -44,7 +45,7 @@ func TestOwnedResourcesFollowVersions(t *testing.T) {
 	twd.Spec.Replicas = nil
 	r.create(twd)
 	v1 := r.buildID()
-	r.waitCurrent(2*time.Minute, v1)
+	readySince := findCondition(r.waitCurrent(2*time.Minute, v1), v1alpha1.ConditionReady).LastTransitionTime
 
 	v2Spec := r.spec("v2").Spec
 	v2 := buildid.Of(&v2Spec)
@@ -74,6 +75,10 @@ func TestOwnedResourcesFollowVersions(t *testing.T) {
 		d := r.deployment(v1)
 		return ptr.Deref(d.Spec.Replicas, 0) == 2 && d.Status.AvailableReplicas == 2, deploymentState(d)
 	})
+	// The HPA's scale-up is no rollout: the TWD stayed Ready throughout.
+	if c := findCondition(r.get(), v1alpha1.ConditionReady); c.Status != metav1.ConditionTrue || !c.LastTransitionTime.Equal(&readySince) {
+		t.Errorf("Ready changed while the HPA scaled %s: %+v, was True since %s", v1, c, readySince)
+	}
 	r.Eventually(time.Minute, "the PDB of "+v1+" counts its 2 pods", func() (bool, string) {
 		p := r.pdbOf(pdb.Name, v1)
 		return p != nil && p.Status.ExpectedPods == 2, fmt.Sprintf("%+v", p)

@@ -153,6 +153,7 @@ func (r *Reconciler) updateTemplate(ctx context.Context, o *observation, d *apps
 		patched.Annotations[workload.AnnotationTemplateHash] = o.input.Spec.TemplateHash
 	} else {
 		workload.SetTemplate(patched, o.twd, identity(o, d.Labels[workload.LabelBuildID]), o.conn.Workers)
+		workload.MarkTemplateChange(d, patched)
 	}
 	if err := r.Client.Patch(ctx, patched, client.MergeFromWithOptions(d, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("update the pod template of Deployment %s: %w", d.Name, err)
@@ -165,6 +166,7 @@ func (r *Reconciler) updateTemplate(ctx context.Context, o *observation, d *apps
 func (r *Reconciler) syncDeployment(ctx context.Context, o *observation, d *appsv1.Deployment, sy planner.SyncDeployment) error {
 	patched := d.DeepCopy()
 	workload.Sync(patched, o.twd, identity(o, sy.BuildID), o.conn.Workers, o.input.Server.NamespaceID)
+	workload.MarkTemplateChange(d, patched)
 	if err := r.Client.Patch(ctx, patched, client.MergeFromWithOptions(d, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("update the connection settings of Deployment %s: %w", d.Name, err)
 	}

@@ -44,10 +44,10 @@ func plannerDeployment(d *appsv1.Deployment) planner.Deployment {
 		UID:       string(d.UID),
 		Replicas:  replicasOf(d),
 		Available: available(d),
-		// Pods of an older template remain, or a change is not yet seen
-		// (a new Deployment, never observed, is not rolling: it is
-		// waited on as unavailable).
-		Rolling:      (d.Status.ObservedGeneration > 0 && d.Status.ObservedGeneration < d.Generation) || d.Status.Replicas > d.Status.UpdatedReplicas,
+		// Pods of an older template remain, or our template change is not
+		// yet seen. A scale is no rollout: an autoscaler at work must not
+		// make a current version look unfinished.
+		Rolling:      workload.TemplateRolling(d),
 		TemplateHash: d.Annotations[workload.AnnotationTemplateHash],
 		MigratedHash: d.Annotations[workload.AnnotationMigratedTemplateHash] != "",
 		Server:       planner.Server{Address: workload.Address(d), NamespaceID: d.Annotations[workload.AnnotationNamespaceID]},
