@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -205,5 +208,50 @@ func (m *manifests) checkWebhook(t *testing.T, rotationArg string) {
 	}
 	if vars["POD_NAMESPACE"] != "metadata.namespace" || vars["SERVICE_ACCOUNT_NAME"] != "spec.serviceAccountName" {
 		t.Errorf("env %v lacks POD_NAMESPACE and SERVICE_ACCOUNT_NAME from the downward API", vars)
+	}
+}
+
+// TestKustomizeOwnedResourcesAnyKind builds an overlay of config/default
+// with the component that lets the controller manage owned resources of
+// any kind, as docs/owned-resources.md shows, and checks that only it
+// grants the wildcard, to the controller's service account.
+func TestKustomizeOwnedResourcesAnyKind(t *testing.T) {
+	dir := t.TempDir()
+	rel, err := filepath.Rel(dir, env.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlay := fmt.Sprintf("resources:\n  - %s/config/default\ncomponents:\n  - %s/config/components/owned-resources-any-kind\n", rel, rel)
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, m := buildKustomization(t, dir)
+	wildcards := 0
+	for _, obj := range m.objects {
+		if obj.GetKind() != "ClusterRole" && obj.GetKind() != "Role" {
+			continue
+		}
+		var role rbacv1.ClusterRole
+		raw, _ := yaml.Marshal(obj.Object)
+		if err := yaml.Unmarshal(raw, &role); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range role.Rules {
+			if slices.Contains(r.Resources, "*") {
+				wildcards++
+				if role.Name != "rainbow-owned-resources-any-kind" || slices.Contains(r.Verbs, "*") || slices.Contains(r.Verbs, "escalate") {
+					t.Errorf("%s %s grants %+v", obj.GetKind(), role.Name, r)
+				}
+			}
+		}
+	}
+	if wildcards != 1 {
+		t.Errorf("%d rules on every resource, want exactly the component's", wildcards)
+	}
+	if _, err := env.Kubectl(out, "apply", "--server-side", "--dry-run=server", "--field-manager=rainbow-test", "-f", "-"); err != nil {
+		t.Fatalf("the API server refuses the overlay: %v", err)
+	}
+	if base, _ := buildKustomization(t, "config/default"); bytes.Contains(base, []byte("rainbow-owned-resources-any-kind")) {
+		t.Error("config/default grants any kind; only the component may")
 	}
 }
