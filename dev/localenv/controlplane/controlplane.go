@@ -101,10 +101,11 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 		return nil, fmt.Errorf("generate certificates: %w", err)
 	}
 
-	cp = &ControlPlane{cfg: cfg, kubeconfig: filepath.Join(cfg.Dir, "kubeconfig")}
+	started := &ControlPlane{cfg: cfg, kubeconfig: filepath.Join(cfg.Dir, "kubeconfig")}
+	cp = started
 	defer func() {
 		if err != nil {
-			cp.Stop()
+			started.Stop() // cp is nil by now: the error return cleared it
 		}
 	}()
 	logs := filepath.Join(cfg.Dir, "logs")
