@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // RolloutStrategy says how traffic moves to a new version.
@@ -40,6 +41,12 @@ type TemporalWorkerDeploymentSpec struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	ProgressDeadlineSeconds *int32 `json:"progressDeadlineSeconds,omitempty"`
+
+	// DeploymentMetadata are labels and annotations for each versioned
+	// Deployment object itself (the template's go on its pods). Changing
+	// them restarts no pod.
+	// +optional
+	DeploymentMetadata DeploymentMetadata `json:"deploymentMetadata,omitempty"`
 
 	// WorkerOptions says which Temporal server and namespace the workers use.
 	WorkerOptions WorkerOptions `json:"workerOptions"`
@@ -118,11 +125,46 @@ type RolloutSpec struct {
 	// +listType=atomic
 	Steps []RolloutStep `json:"steps,omitempty"`
 
+	// DeploymentStrategy is the rolling update of each versioned
+	// Deployment: how its pods are replaced when the controller changes its
+	// template in place (a custom build ID's update, a new connection). A
+	// new version always gets a Deployment of its own.
+	// +optional
+	DeploymentStrategy *DeploymentStrategy `json:"deploymentStrategy,omitempty"`
+
 	// Gate is a workflow run pinned to the target version before it gets
 	// any traffic. If it fails, the rollout stops and routing stays on (or
 	// goes back to) the last good version.
 	// +optional
 	Gate *GateWorkflow `json:"gate,omitempty"`
+}
+
+// DeploymentMetadata is metadata for the versioned Deployment objects.
+// Keys under temporal.io/ are the controller's.
+type DeploymentMetadata struct {
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('temporal.io/'))",message="spec.deploymentMetadata.labels: keys under temporal.io/ are the controller's"
+	Labels map[string]string `json:"labels,omitempty"`
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('temporal.io/'))",message="spec.deploymentMetadata.annotations: keys under temporal.io/ are the controller's"
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// DeploymentStrategy is the RollingUpdate of a versioned Deployment.
+// +kubebuilder:validation:XValidation:rule="!has(self.maxSurge) || !has(self.maxUnavailable) || !(string(self.maxSurge) in ['0', '0%'] && string(self.maxUnavailable) in ['0', '0%'])",message="spec.rollout.deploymentStrategy: maxSurge and maxUnavailable cannot both be 0"
+type DeploymentStrategy struct {
+	// MaxSurge is how many pods above the desired count an update may
+	// start, a number or a percentage (Kubernetes' default: 25%).
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^[0-9]+%$')",message="must be a non-negative number or a percentage such as 25%"
+	MaxSurge *intstr.IntOrString `json:"maxSurge,omitempty"`
+	// MaxUnavailable is how many pods below the desired count an update may
+	// go, a number or a percentage (Kubernetes' default: 25%).
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^[0-9]+%$')",message="must be a non-negative number or a percentage such as 25%"
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 }
 
 // RolloutStep is one ramp of a Progressive rollout.

@@ -10,6 +10,7 @@ package workload
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
@@ -53,6 +55,9 @@ const (
 	// controller has observed it, the change is rolling; a generation that
 	// only a scale bumped (an autoscaler) is not a rollout.
 	AnnotationTemplateGeneration = "temporal.io/template-generation"
+	// AnnotationDeploymentMetadata records the spec's deploymentMetadata
+	// last applied to the Deployment, so that keys it drops are removed.
+	AnnotationDeploymentMetadata = "temporal.io/deployment-metadata"
 	// AnnotationNamespaceID records the ID of the Temporal namespace the
 	// workers were given, which tells a new address of the same server
 	// from another server.
@@ -155,14 +160,13 @@ func SetTemplate(d *appsv1.Deployment, twd *v1alpha1.TemporalWorkerDeployment, i
 	tpl.Labels = merge(tpl.Labels, SelectorLabels(twd.Name, id.BuildID))
 	ApplyConnection(&tpl, id, conn)
 	d.Spec.Template = tpl
-	d.Spec.MinReadySeconds = twd.Spec.MinReadySeconds
-	d.Spec.ProgressDeadlineSeconds = twd.Spec.ProgressDeadlineSeconds
+	applySettings(d, twd)
 	d.Annotations = merge(d.Annotations, map[string]string{AnnotationTemplateHash: buildid.TemplateHash(&twd.Spec.Template)})
 }
 
 // Sync brings a running version's Deployment up to date with the
 // connection (address, credentials; the pods roll) and with the spec's
-// minReadySeconds and progressDeadlineSeconds (nothing rolls), and records
+// Deployment settings (applySettings; nothing rolls), and records
 // namespaceID when known. It reports what changed. The build ID stays: the
 // workflow code did not change.
 func Sync(d *appsv1.Deployment, twd *v1alpha1.TemporalWorkerDeployment, id Identity, conn Connection, namespaceID string) (connectionChanged, settingsChanged bool) {
@@ -170,12 +174,7 @@ func Sync(d *appsv1.Deployment, twd *v1alpha1.TemporalWorkerDeployment, id Ident
 	ApplyConnection(tpl, id, conn)
 	connectionChanged = tpl.Annotations[AnnotationConnectionHash] != d.Spec.Template.Annotations[AnnotationConnectionHash]
 	d.Spec.Template = *tpl
-	minReady, deadline := twd.Spec.MinReadySeconds, twd.Spec.ProgressDeadlineSeconds
-	settingsChanged = d.Spec.MinReadySeconds != minReady || (deadline != nil && !ptr.Equal(d.Spec.ProgressDeadlineSeconds, deadline))
-	d.Spec.MinReadySeconds = minReady
-	if deadline != nil {
-		d.Spec.ProgressDeadlineSeconds = deadline
-	}
+	settingsChanged = applySettings(d, twd)
 	if namespaceID != "" {
 		d.Annotations = merge(d.Annotations, map[string]string{AnnotationNamespaceID: namespaceID})
 	}
@@ -198,6 +197,67 @@ func MarkTemplateChange(current, updated *appsv1.Deployment) {
 func TemplateRolling(d *appsv1.Deployment) bool {
 	gen, _ := strconv.ParseInt(d.Annotations[AnnotationTemplateGeneration], 10, 64)
 	return d.Status.ObservedGeneration < gen || d.Status.Replicas > d.Status.UpdatedReplicas
+}
+
+// applySettings gives d the spec's Deployment settings: minReadySeconds,
+// progressDeadlineSeconds (unset keeps the Deployment's), the rolling
+// update strategy and deploymentMetadata. Keys that an earlier spec's
+// deploymentMetadata set and this one drops are removed: what was applied
+// is recorded in AnnotationDeploymentMetadata. It reports a change.
+func applySettings(d *appsv1.Deployment, twd *v1alpha1.TemporalWorkerDeployment) bool {
+	before := d.DeepCopy()
+	d.Spec.MinReadySeconds = twd.Spec.MinReadySeconds
+	if deadline := twd.Spec.ProgressDeadlineSeconds; deadline != nil {
+		d.Spec.ProgressDeadlineSeconds = deadline
+	}
+	d.Spec.Strategy = strategyOf(twd.Spec.Rollout.DeploymentStrategy)
+
+	var prev v1alpha1.DeploymentMetadata
+	_ = json.Unmarshal([]byte(d.Annotations[AnnotationDeploymentMetadata]), &prev)
+	want := twd.Spec.DeploymentMetadata
+	d.Labels = replaceKeys(d.Labels, prev.Labels, want.Labels)
+	d.Annotations = replaceKeys(d.Annotations, prev.Annotations, want.Annotations)
+	if len(want.Labels)+len(want.Annotations) == 0 {
+		delete(d.Annotations, AnnotationDeploymentMetadata)
+	} else {
+		applied, _ := json.Marshal(want)
+		d.Annotations[AnnotationDeploymentMetadata] = string(applied)
+	}
+	return !equality.Semantic.DeepEqual(before.Spec, d.Spec) || !equality.Semantic.DeepEqual(before.ObjectMeta, d.ObjectMeta)
+}
+
+// replaceKeys drops from m the keys of prev and sets those of want; other
+// keys (the controller's, or anyone else's) stay. Keys under temporal.io/
+// are never touched (the API refuses them in want).
+func replaceKeys(m, prev, want map[string]string) map[string]string {
+	out := merge(m, nil)
+	for k := range prev {
+		if !strings.HasPrefix(k, "temporal.io/") {
+			delete(out, k)
+		}
+	}
+	for k, v := range want {
+		if !strings.HasPrefix(k, "temporal.io/") {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// strategyOf is the Deployment strategy for the spec's; unset values are
+// Kubernetes' defaults, so that Deployments made before it existed match.
+func strategyOf(s *v1alpha1.DeploymentStrategy) appsv1.DeploymentStrategy {
+	quarter := intstr.FromString("25%")
+	ru := &appsv1.RollingUpdateDeployment{MaxSurge: &quarter, MaxUnavailable: &quarter}
+	if s != nil {
+		if s.MaxSurge != nil {
+			ru.MaxSurge = s.MaxSurge
+		}
+		if s.MaxUnavailable != nil {
+			ru.MaxUnavailable = s.MaxUnavailable
+		}
+	}
+	return appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: ru}
 }
 
 // Address is the Temporal address injected into the Deployment's workers,

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
@@ -297,5 +298,48 @@ func TestTemplateRolling(t *testing.T) {
 	changed.Status.UpdatedReplicas = 1
 	if !TemplateRolling(changed) {
 		t.Error("old pods remain, yet not rolling")
+	}
+}
+
+// TestDeploymentSettings: the strategy and deploymentMetadata reach the
+// Deployment object, a later spec's change is reported as a settings
+// change that restarts nothing, and keys it drops are removed, while
+// anyone else's keys and the controller's stay.
+func TestDeploymentSettings(t *testing.T) {
+	spec := twd()
+	one := intstr.FromInt32(1)
+	zero := intstr.FromString("0%")
+	spec.Spec.Rollout.DeploymentStrategy = &v1alpha1.DeploymentStrategy{MaxSurge: &one, MaxUnavailable: &zero}
+	spec.Spec.DeploymentMetadata = v1alpha1.DeploymentMetadata{
+		Labels: map[string]string{"team": "payments", "tier": "1"}, Annotations: map[string]string{"owner": "alice"},
+	}
+	d := NewDeployment(spec, id, Connection{Address: "t:7233"}, nil)
+	if ru := d.Spec.Strategy.RollingUpdate; d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType || *ru.MaxSurge != one || *ru.MaxUnavailable != zero {
+		t.Errorf("strategy = %+v", d.Spec.Strategy)
+	}
+	if d.Labels["team"] != "payments" || d.Labels[LabelBuildID] != id.BuildID || d.Annotations["owner"] != "alice" || d.Spec.Template.Labels["team"] != "" {
+		t.Errorf("labels %v, annotations %v, pod labels %v", d.Labels, d.Annotations, d.Spec.Template.Labels)
+	}
+	if _, changed := Sync(d.DeepCopy(), spec, id, Connection{Address: "t:7233"}, ""); changed {
+		t.Error("an up-to-date Deployment is reported changed")
+	}
+
+	d.Labels["someone-else"] = "x"
+	next := spec.DeepCopy()
+	next.Spec.Rollout.DeploymentStrategy = nil
+	next.Spec.DeploymentMetadata = v1alpha1.DeploymentMetadata{Labels: map[string]string{"team": "billing"}}
+	template := d.Spec.Template.DeepCopy()
+	conn, changed := Sync(d, next, id, Connection{Address: "t:7233"}, "")
+	if conn || !changed {
+		t.Fatalf("connection changed %v, settings changed %v: want only settings", conn, changed)
+	}
+	if !equality.Semantic.DeepEqual(*template, d.Spec.Template) {
+		t.Error("a settings change touched the pod template")
+	}
+	if d.Labels["team"] != "billing" || d.Labels["tier"] != "" || d.Annotations["owner"] != "" || d.Labels["someone-else"] != "x" || d.Labels[LabelWorker] == "" {
+		t.Errorf("labels %v, annotations %v: want team=billing, tier and owner gone, others kept", d.Labels, d.Annotations)
+	}
+	if ru := d.Spec.Strategy.RollingUpdate; ru.MaxSurge.String() != "25%" || ru.MaxUnavailable.String() != "25%" {
+		t.Errorf("strategy without spec = %+v, want Kubernetes' defaults", ru)
 	}
 }

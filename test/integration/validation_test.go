@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -75,6 +76,20 @@ func TestAdmissionRejectsInvalidSpecs(t *testing.T) {
 		"custom build ID ending in a dash": {mutate: func(d *v1.TemporalWorkerDeployment) {
 			d.Spec.WorkerOptions.CustomBuildID = "v1-"
 		}, want: "spec.workerOptions.customBuildID"},
+		"maxSurge and maxUnavailable both 0": {mutate: func(d *v1.TemporalWorkerDeployment) {
+			zero, none := intstr.FromInt32(0), intstr.FromString("0%")
+			d.Spec.Rollout.DeploymentStrategy = &v1.DeploymentStrategy{MaxSurge: &zero, MaxUnavailable: &none}
+		}, want: "maxSurge and maxUnavailable cannot both be 0"},
+		"maxSurge not a percentage": {mutate: func(d *v1.TemporalWorkerDeployment) {
+			bad := intstr.FromString("half")
+			d.Spec.Rollout.DeploymentStrategy = &v1.DeploymentStrategy{MaxSurge: &bad}
+		}, want: "spec.rollout.deploymentStrategy.maxSurge"},
+		"a deployment label under temporal.io/": {mutate: func(d *v1.TemporalWorkerDeployment) {
+			d.Spec.DeploymentMetadata.Labels = map[string]string{"temporal.io/build-id": "x"}
+		}, want: "spec.deploymentMetadata.labels: keys under temporal.io/"},
+		"a deployment annotation under temporal.io/": {mutate: func(d *v1.TemporalWorkerDeployment) {
+			d.Spec.DeploymentMetadata.Annotations = map[string]string{"temporal.io/scaled-down-at": "x"}
+		}, want: "spec.deploymentMetadata.annotations: keys under temporal.io/"},
 		"missing temporal namespace": {mutate: func(d *v1.TemporalWorkerDeployment) {
 			d.Spec.WorkerOptions.TemporalNamespace = ""
 		}, want: "spec.workerOptions.temporalNamespace"},
