@@ -1,0 +1,46 @@
+-- Which Rainbow rollout actions Argo CD offers for a TemporalWorkerDeployment.
+-- Each action edits spec.rollout (docs/cd-tools.md#actions); an
+-- action that cannot do anything useful in the object's current state is
+-- offered disabled.
+
+local PAUSED = "argocd.temporal.io/paused-strategy"
+
+local rollout = obj.spec.rollout or {}
+local strategy = rollout.strategy or "AllAtOnce"
+local annotations = obj.metadata.annotations or {}
+local pausedFrom = annotations[PAUSED]
+local deleting = obj.metadata.deletionTimestamp ~= nil
+
+local st = obj.status or {}
+local observed = st.observedGeneration ~= nil and st.observedGeneration == obj.metadata.generation
+local target = st.targetVersion
+
+local ready = false
+if st.conditions ~= nil then
+  for _, c in ipairs(st.conditions) do
+    if c.type == "Ready" and c.status == "True" then
+      ready = true
+    end
+  end
+end
+local rolling = observed and not ready and not deleting
+
+-- promote-step: only while the target ramps at one of the steps and the
+-- step's pause has not been cut to zero already.
+local atStep = false
+if strategy == "Progressive" and observed and target ~= nil and target.status == "Ramping" and rollout.steps ~= nil then
+  for _, s in ipairs(rollout.steps) do
+    if s.rampPercentage == target.rampPercentage and s.pauseDuration ~= "0s" then
+      atStep = true
+    end
+  end
+end
+
+local resumable = strategy == "Manual" and (pausedFrom == "Progressive" or pausedFrom == "AllAtOnce")
+
+local actions = {}
+actions["pause"] = {disabled = deleting or strategy == "Manual"}
+actions["resume"] = {disabled = deleting or not resumable}
+actions["promote-step"] = {disabled = not atStep or deleting}
+actions["promote-full"] = {disabled = not rolling or not (strategy == "Progressive" or resumable)}
+return actions
