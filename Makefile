@@ -7,6 +7,10 @@ BIN := $(CACHE)/bin
 TOOLS := $(CACHE)/tools
 CONTROLLER_GEN_VERSION := v0.20.1
 CONTROLLER_GEN := $(TOOLS)/controller-gen-$(CONTROLLER_GEN_VERSION)
+# helm is built from the tools module hack/tools (its own go.mod: helm needs
+# newer Kubernetes libraries than the controller), at the version it requires.
+HELM_VERSION := $(shell awk '$$1 == "helm.sh/helm/v3" { print $$2 }' hack/tools/go.mod)
+HELM := $(TOOLS)/helm-$(HELM_VERSION)
 GO_TEST_FLAGS ?=
 
 .PHONY: all
@@ -19,7 +23,7 @@ demo: kube-bins bins ## Start the local environment and the controller, and show
 	@hack/demo.sh
 
 .PHONY: test
-test: kube-bins bins vet verify-generated ## Run every test: unit, integration (real control plane, Temporal, workers)
+test: kube-bins bins $(HELM) vet verify-generated ## Run every test: unit, integration (real control plane, Temporal, workers)
 	go test $(GO_TEST_FLAGS) -timeout 40m ./...
 	cd cmd/devenv && go test $(GO_TEST_FLAGS) -timeout 10m ./...
 
@@ -58,18 +62,40 @@ verify-generated: $(CONTROLLER_GEN) ## Check that the committed CRDs, deepcopy c
 	cmp -s "$$tmp/deepcopy.go" "$$deepcopy" || { stale="$$stale $$deepcopy"; cp "$$tmp/deepcopy.go" "$$deepcopy"; }; \
 	diff -r "$$tmp/crd" config/crd/bases >/dev/null || stale="$$stale config/crd/bases"; \
 	diff "$$tmp/rbac/role.yaml" config/rbac/role.yaml >/dev/null || stale="$$stale config/rbac/role.yaml"; \
+	diff -r config/crd/bases charts/rainbow-crds/files/crds >/dev/null || stale="$$stale charts/rainbow-crds/files/crds"; \
+	cmp -s config/crd/deletion-policy.yaml charts/rainbow-crds/files/deletion-policy.yaml || stale="$$stale charts/rainbow-crds/files/deletion-policy.yaml"; \
+	cmp -s config/rbac/role.yaml charts/rainbow/files/role.yaml || stale="$$stale charts/rainbow/files/role.yaml"; \
 	if [ -n "$$stale" ]; then echo "stale generated files:$$stale; run 'make generate' and commit them"; exit 1; fi
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate deepcopy code, CRD manifests from api/ and the RBAC role from internal/
+generate: $(CONTROLLER_GEN) ## Generate deepcopy code, CRD manifests from api/ and the RBAC role from internal/, and copy them into the Helm charts
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=rainbow-manager paths=./internal/... output:rbac:artifacts:config=config/rbac
+	@# The charts render these copies (.Files.Get): Helm only reads files inside a chart.
+	rm -rf charts/rainbow-crds/files/crds && mkdir -p charts/rainbow-crds/files/crds charts/rainbow/files
+	cp config/crd/bases/*.yaml charts/rainbow-crds/files/crds/
+	cp config/crd/deletion-policy.yaml charts/rainbow-crds/files/deletion-policy.yaml
+	cp config/rbac/role.yaml charts/rainbow/files/role.yaml
 
 $(CONTROLLER_GEN):
 	@mkdir -p $(TOOLS)
 	GOBIN=$(TOOLS) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
 	mv $(TOOLS)/controller-gen $@
+
+.PHONY: helm
+helm: $(HELM) ## Build helm from Go modules into .cache/tools
+
+# The version stamps are those of helm's own Makefile: lint and template
+# assume the Kubernetes minor of the client-go helm links.
+$(HELM): hack/tools/go.mod hack/tools/go.sum
+	@mkdir -p $(TOOLS)
+	@echo ">> Building helm $(HELM_VERSION) from Go modules (hack/tools; 3-9 minutes on a cold cache, 2 cores)"
+	cd hack/tools && kminor=$$(go list -m -f '{{.Version}}' k8s.io/client-go | cut -d. -f2) && \
+	  go build -trimpath -o $@ -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
+	    -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$$kminor \
+	    -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$$kminor" \
+	  helm.sh/helm/v3/cmd/helm
 
 ##@ Local environment
 

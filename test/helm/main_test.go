@@ -1,0 +1,99 @@
+// Package helm tests the Helm charts under charts/: helm lint, helm template
+// with many values (each rendering checked and sent to the real API server
+// as a server-side dry run), and installs into the local environment. The
+// package has an environment of its own, without the in-process controller
+// of test/integration: the installed chart runs the controller.
+package helm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/rainbow-deploy/rainbow/test/harness"
+)
+
+var env *harness.Env
+
+func TestMain(m *testing.M) { harness.Main(m, &env) }
+
+// helmPath is the helm `make helm` builds: .cache/tools/helm-<version>, the
+// version hack/tools/go.mod requires.
+func helmPath(t testing.TB) string {
+	t.Helper()
+	gomod, err := os.ReadFile(filepath.Join(env.Root, "hack", "tools", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*helm\.sh/helm/v3 (v\S+)`).FindSubmatch(gomod)
+	if m == nil {
+		t.Fatal("hack/tools/go.mod requires no helm.sh/helm/v3")
+	}
+	path := filepath.Join(env.Root, ".cache", "tools", "helm-"+string(m[1]))
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("%s is not built: run `make helm` (or the tests with `make test`)", path)
+	}
+	return path
+}
+
+// helm runs helm with its own configuration and cache directories (under
+// t's temp dir) against the environment's cluster, from the repository
+// root, and returns its standard output; the error holds standard error.
+func helm(t testing.TB, args ...string) ([]byte, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, helmPath(t), args...)
+	cmd.Dir = env.Root
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.Info.Kubeconfig,
+		"HELM_CONFIG_HOME="+filepath.Join(home, "config"), "HELM_CACHE_HOME="+filepath.Join(home, "cache"),
+		"HELM_DATA_HOME="+filepath.Join(home, "data"))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.Bytes(), fmt.Errorf("helm %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.Bytes(), nil
+}
+
+// mustHelm is helm that fails the test on an error.
+func mustHelm(t testing.TB, args ...string) []byte {
+	t.Helper()
+	out, err := helm(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// decode splits YAML documents into objects, skipping empty ones.
+func decode(t testing.TB, data []byte) []unstructured.Unstructured {
+	t.Helper()
+	var objs []unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var obj unstructured.Unstructured
+		if err := dec.Decode(&obj.Object); err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Fatalf("decode rendered manifests: %v", err)
+			}
+			return objs
+		}
+		if obj.Object != nil {
+			objs = append(objs, obj)
+		}
+	}
+}
