@@ -16,6 +16,7 @@ import (
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/ext"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
@@ -340,6 +341,8 @@ func TestFluxExampleHealthChecks(t *testing.T) {
 		t.Spec.Rollout.Gate = &v1alpha1.GateWorkflow{WorkflowType: demoworker.GateWorkflow, Input: failing}
 	})
 	flux(2*time.Minute, status.FailedStatus)
+	r.waitCondition(time.Minute, v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonGateFailed)
+	flux(time.Minute, status.FailedStatus)
 	if got := fluxStatus(t, exprs, liveObject(t, "TemporalWorkerDeployment", r.Namespace, r.Name)); got != status.FailedStatus {
 		t.Fatalf("healthCheckExprs on a failed gate: %s", got)
 	}
