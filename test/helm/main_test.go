@@ -11,11 +11,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -48,11 +50,32 @@ func helmPath(t testing.TB) string {
 	return path
 }
 
+// recordInputs reads every file of charts/ and config/ once, so that go
+// test's cache, which knows only the files the test process itself opens,
+// reruns these tests when what helm and kubectl read changes.
+var recordInputs = sync.OnceValue(func() error {
+	for _, dir := range []string{"charts", "config"} {
+		err := filepath.WalkDir(filepath.Join(env.Root, dir), func(path string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				_, err = os.ReadFile(path)
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+})
+
 // helm runs helm with its own configuration and cache directories (under
 // t's temp dir) against the environment's cluster, from the repository
 // root, and returns its standard output; the error holds standard error.
 func helm(t testing.TB, args ...string) ([]byte, error) {
 	t.Helper()
+	if err := recordInputs(); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, helmPath(t), args...)

@@ -413,8 +413,12 @@ func (r *rendering) checkRBAC(t *testing.T) {
 	}
 }
 
-func equalJSON(a, b any) bool {
-	ja, _ := json.Marshal(a)
-	jb, _ := json.Marshal(b)
-	return string(ja) == string(jb)
+func equalJSON(a, b any) bool { return mustJSON(a) == mustJSON(b) }
+
+func mustJSON(v any) string {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err.Error()
+	}
+	return string(data)
 }
