@@ -90,7 +90,7 @@ helm: $(HELM) ## Build helm from Go modules into .cache/tools
 # assume the Kubernetes minor of the client-go helm links.
 $(HELM): hack/tools/go.mod hack/tools/go.sum
 	@mkdir -p $(TOOLS)
-	@echo ">> Building helm $(HELM_VERSION) from Go modules (hack/tools; 3-9 minutes on a cold cache, 2 cores)"
+	@echo ">> Building helm $(HELM_VERSION) from Go modules (hack/tools; about 5 CPU-minutes on a cold cache)"
 	cd hack/tools && kminor=$$(go list -m -f '{{.Version}}' k8s.io/client-go | cut -d. -f2) && \
 	  go build -trimpath -o $@ -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
 	    -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$$kminor \
