@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -24,6 +25,14 @@ func main() {
 	flag.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease; defaults to the pod's namespace")
 	flag.IntVar(&opts.MaxVersions, "max-versions", manager.DefaultMaxVersions,
 		"Temporal's limit of versions per worker deployment (the server's matching.maxVersionsInDeployment); 0 means no limit")
+	flag.Func("watch-namespaces", "comma-separated namespaces the controller watches and acts in; empty (the default) means every namespace", func(v string) error {
+		for _, ns := range strings.Split(v, ",") {
+			if ns = strings.TrimSpace(ns); ns != "" {
+				opts.WatchNamespaces = append(opts.WatchNamespaces, ns)
+			}
+		}
+		return nil
+	})
 	webhook := bindWebhookFlags(flag.CommandLine)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)

@@ -68,6 +68,10 @@ type Options struct {
 	// Logger for the manager, the controllers and the Temporal SDK; the
 	// zero value means controller-runtime's global logger (log.SetLogger).
 	Logger logr.Logger
+	// WatchNamespaces restricts the controller, and its caches, to these
+	// namespaces; empty means every namespace. Two installations can then
+	// split a cluster.
+	WatchNamespaces []string
 	// Webhook serves the TemporalWorkerOwnedResource validating webhook;
 	// nil means no webhook server.
 	Webhook *WebhookOptions
@@ -95,7 +99,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = log.Log
 	}
-	cacheOpts, err := cacheOptions()
+	cacheOpts, err := cacheOptions(opts.WatchNamespaces)
 	if err != nil {
 		return nil, err
 	}
@@ -155,15 +159,23 @@ func (m *Manager) Start(ctx context.Context) error {
 	return m.Manager.Start(ctx)
 }
 
-// cacheOptions keeps only the controller's own Deployments in memory: a
+// cacheOptions watches only the namespaces asked for (all when none), and
+// keeps only the controller's own Deployments in memory: a
 // cluster's other Deployments never concern it. They carry the worker
 // label, which is also how the controller lists them.
-func cacheOptions() (cache.Options, error) {
+func cacheOptions(namespaces []string) (cache.Options, error) {
 	owned, err := labels.NewRequirement(workload.LabelWorker, selection.Exists, nil)
 	if err != nil {
 		return cache.Options{}, err
 	}
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+	opts := cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&appsv1.Deployment{}: {Label: labels.NewSelector().Add(*owned)},
-	}}, nil
+	}}
+	if len(namespaces) > 0 {
+		opts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			opts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	return opts, nil
 }

@@ -126,9 +126,24 @@ func Start() (*Env, error) {
 			return nil, fmt.Errorf("%s is not built in %s: run the tests with `make test`", bin, e.BinDir)
 		}
 	}
+	// Free ports are picked by devenv; another test package's environment
+	// starting at the same moment may take one first. Try again then.
+	for attempt := 1; ; attempt++ {
+		err := e.startDevenv(root)
+		if err == nil {
+			return e, nil
+		}
+		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			return nil, err
+		}
+	}
+}
+
+// startDevenv starts one devenv and waits until it is ready.
+func (e *Env) startDevenv(root string) error {
 	dir, err := os.MkdirTemp("", "rainbow-env-")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	args := []string{
 		"--dir=" + dir,
@@ -138,27 +153,43 @@ func Start() (*Env, error) {
 	}
 	e.proc, err = process.Start("devenv", filepath.Join(e.BinDir, "devenv"), args, os.Environ(), filepath.Join(dir, "devenv.log"))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		if err := e.proc.ExitError(); err != nil {
-			return nil, err
+			return fmt.Errorf("%w; log:\n%s%s", err, process.Tail(e.proc.LogPath, 20), bindFailure(dir))
 		}
 		if e.Info, err = localenv.ReadInfo(dir); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
 			e.Stop()
-			return nil, fmt.Errorf("devenv was not ready after 3m; its log:\n%s", process.Tail(e.proc.LogPath, 40))
+			return fmt.Errorf("devenv was not ready after 3m; its log:\n%s", process.Tail(e.proc.LogPath, 40))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	if err := e.connect(); err != nil {
 		e.Stop()
-		return nil, err
+		return err
 	}
-	return e, nil
+	return nil
+}
+
+// bindFailure is the first component log line of dir that says a port was
+// taken, if any: devenv's own log only says that a component exited.
+func bindFailure(dir string) string {
+	logs, _ := filepath.Glob(filepath.Join(dir, "logs", "*.log"))
+	logs = append(logs, filepath.Join(dir, "temporal.log"))
+	for _, l := range logs {
+		data, _ := os.ReadFile(l)
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.Contains(line, "address already in use") {
+				return "\n" + filepath.Base(l) + ": " + line
+			}
+		}
+	}
+	return ""
 }
 
 func (e *Env) connect() error {

@@ -45,7 +45,13 @@ func TestManagerServesProbesAndMetrics(t *testing.T) {
 // gauge's value, a histogram's sample count).
 func metric(t testing.TB, name string, want map[string]string) (float64, bool) {
 	t.Helper()
-	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	return metricAt(t, metricsAddr, name, want)
+}
+
+// metricAt is metric, read from the controller serving metrics at addr.
+func metricAt(t testing.TB, addr, name string, want map[string]string) (float64, bool) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
