@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,8 +20,11 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -56,6 +60,17 @@ type Config struct {
 	SearchPath []string
 	// Log receives the agent's logs; the zero value discards them.
 	Log logr.Logger
+	// APIServer is the API server's URL as pods should reach it; containers
+	// get it as KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT (and
+	// the other variables of the `kubernetes` Service). Empty: none.
+	APIServer string
+	// KubeletCertFile and KubeletKeyFile are the serving certificate of the
+	// kubelet API (container logs for `kubectl logs`), ClientCAFile the CA
+	// of the client certificates it accepts: the API server's, given by
+	// --kubelet-client-certificate. Empty: no kubelet API.
+	KubeletCertFile, KubeletKeyFile, ClientCAFile string
+	// KubeletPort is the kubelet API's port on 127.0.0.1; 0 picks a free one.
+	KubeletPort int
 }
 
 // Agent is the node agent. Create it with New and start it with Run, once.
@@ -67,8 +82,17 @@ type Agent struct {
 	queue     workqueue.TypedRateLimitingInterface[string]
 	bindQueue workqueue.TypedRateLimitingInterface[string]
 
-	podLister   corelisters.PodLister
-	unschLister corelisters.PodLister
+	podLister       corelisters.PodLister
+	unschLister     corelisters.PodLister
+	secretLister    corelisters.SecretLister
+	configMapLister corelisters.ConfigMapLister
+
+	// Set in Run before any pod runs, read-only afterwards.
+	mountNS        bool    // containers get mount namespaces with their volumes
+	ips            *podIPs // pod addresses
+	kubeletPort    int     // 0: no kubelet API
+	probeUserAgent string  // kube-probe/<major>.<minor>
+	recorder       record.EventRecorder
 
 	mu      sync.Mutex
 	pods    map[string]*podState // by namespace/name
@@ -155,13 +179,47 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Join(a.cfg.RootDir, "pods"), 0o755); err != nil {
 		return fmt.Errorf("nodeagent: %w", err)
 	}
+	if err := mountNamespaces(); err != nil {
+		a.log.Info("containers run without mount namespaces: volumes are not at their mountPath, paths into them are rewritten, and in-cluster clients find no service account token", "reason", err.Error())
+	} else {
+		a.mountNS = true
+	}
+	ips, err := setupPodNetwork()
+	if err != nil {
+		a.log.Info("pods share the node's address 127.0.0.1", "reason", err.Error())
+	} else {
+		a.log.Info("pod addresses", "block", ips.block.String())
+	}
+	a.ips = ips
+	defer func() {
+		if err := ips.close(); err != nil {
+			a.log.Error(err, "removing the pod addresses from lo", "block", ips.block.String())
+		}
+	}()
+	if a.cfg.KubeletCertFile != "" {
+		ln, err := a.listenKubelet()
+		if err != nil {
+			return err
+		}
+		a.kubeletPort = ln.Addr().(*net.TCPAddr).Port
+		kctx, stopKubelet := context.WithCancel(ctx)
+		var served sync.WaitGroup
+		served.Go(func() { a.serveKubelet(kctx, ln) })
+		defer served.Wait()
+		defer stopKubelet()
+	}
 	if err := a.registerNode(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return err
 	}
-	a.log.Info("node registered", "node", a.cfg.NodeName)
+	a.probeUserAgent = probeUserAgent(a.version)
+	a.log.Info("node registered", "node", a.cfg.NodeName, "kubeletPort", a.kubeletPort)
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.client.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	a.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: a.cfg.NodeName})
 
 	onNode := informers.NewSharedInformerFactoryWithOptions(a.client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
@@ -171,22 +229,38 @@ func (a *Agent) Run(ctx context.Context) error {
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", "").String()
 		}))
+	// Secrets and ConfigMaps for env and volumes; a change reaches the
+	// volumes of the pods in its namespace at once.
+	objects := informers.NewSharedInformerFactory(a.client, 0)
 	podInf := onNode.Core().V1().Pods()
 	unschInf := unscheduled.Core().V1().Pods()
 	a.podLister = podInf.Lister()
 	a.unschLister = unschInf.Lister()
+	a.secretLister = objects.Core().V1().Secrets().Lister()
+	a.configMapLister = objects.Core().V1().ConfigMaps().Lister()
 	if _, err := podInf.Informer().AddEventHandler(enqueueHandler(a.queue)); err != nil {
 		return fmt.Errorf("nodeagent: %w", err)
 	}
 	if _, err := unschInf.Informer().AddEventHandler(enqueueHandler(a.bindQueue)); err != nil {
 		return fmt.Errorf("nodeagent: %w", err)
 	}
+	for _, inf := range []cache.SharedIndexInformer{objects.Core().V1().Secrets().Informer(), objects.Core().V1().ConfigMaps().Informer()} {
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    a.objectChanged,
+			UpdateFunc: func(_, obj any) { a.objectChanged(obj) },
+		}); err != nil {
+			return fmt.Errorf("nodeagent: %w", err)
+		}
+	}
 	onNode.Start(ctx.Done())
 	unscheduled.Start(ctx.Done())
+	objects.Start(ctx.Done())
 	defer onNode.Shutdown()
 	defer unscheduled.Shutdown()
+	defer objects.Shutdown()
 	onNode.WaitForCacheSync(ctx.Done())
 	unscheduled.WaitForCacheSync(ctx.Done())
+	objects.WaitForCacheSync(ctx.Done())
 
 	var workers sync.WaitGroup
 	if ctx.Err() == nil {
@@ -212,6 +286,36 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.markNotReady()
 	a.log.Info("node agent stopped")
 	return nil
+}
+
+// objectChanged has every running pod of the object's namespace synced,
+// which refreshes its volumes (cheap: they are rendered from the caches and
+// only written when different).
+func (a *Agent) objectChanged(obj any) {
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return
+	}
+	prefix := m.GetNamespace() + "/"
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for key := range a.pods {
+		if strings.HasPrefix(key, prefix) {
+			a.queue.Add(key)
+		}
+	}
+}
+
+// event records an Event about a pod's container, as kubelet does.
+func (a *Agent) event(pod *corev1.Pod, container, eventType, reason, msg string) {
+	if a.recorder == nil {
+		return
+	}
+	ref := &corev1.ObjectReference{
+		Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
+		ResourceVersion: pod.ResourceVersion, FieldPath: "spec.containers{" + container + "}",
+	}
+	a.recorder.Event(ref, eventType, reason, msg)
 }
 
 func enqueueHandler(q workqueue.TypedRateLimitingInterface[string]) cache.ResourceEventHandler {

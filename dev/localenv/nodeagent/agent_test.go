@@ -33,15 +33,21 @@ const (
 )
 
 var (
-	envOnce    sync.Once
-	envErr     error
-	testEnv    *envtest.Environment
-	testClient kubernetes.Interface
-	sharedRoot string
-	stopShared func()
+	envOnce     sync.Once
+	envErr      error
+	testEnv     *envtest.Environment
+	testClient  kubernetes.Interface
+	sharedRoot  string
+	sharedAgent *Agent
+	stopShared  func()
+	testCerts   *kubeletTestCerts
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(testServerEnv) != "" {
+		runTestServer() // the test binary is also a program the pods run
+		return
+	}
 	code := m.Run()
 	if stopShared != nil {
 		stopShared()
@@ -108,15 +114,25 @@ func startEnv() error {
 	if err != nil {
 		return err
 	}
+	if testCerts, err = writeKubeletTestCerts(filepath.Join(sharedRoot, "pki")); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
 	agent, err := New(testClient, Config{
-		NodeName: sharedNode,
-		RootDir:  sharedRoot,
-		Programs: map[string]string{"sh": "/bin/sh"},
-		Log:      testLogger().WithName("shared"),
+		NodeName:        sharedNode,
+		RootDir:         sharedRoot,
+		Programs:        map[string]string{"sh": "/bin/sh", testServerImage: self},
+		Log:             testLogger().WithName("shared"),
+		APIServer:       cfg.Host,
+		KubeletCertFile: testCerts.servingCert, KubeletKeyFile: testCerts.servingKey, ClientCAFile: testCerts.caCert,
 	})
 	if err != nil {
 		return err
 	}
+	sharedAgent = agent
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- agent.Run(ctx) }()
@@ -124,7 +140,26 @@ func startEnv() error {
 		cancel()
 		<-done
 	}
-	return nil
+	// Tests look at what Run set up (mount namespaces, pod addresses).
+	return waitNodeReady(sharedNode, 30*time.Second)
+}
+
+func waitNodeReady(node string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		n, err := testClient.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+		if err == nil {
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+					return nil
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("node %s not Ready after %s (last error %v)", node, timeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // setup starts the control plane and the shared agent once and returns a fresh namespace.
@@ -374,8 +409,9 @@ func TestBindAndRunReady(t *testing.T) {
 		cs.Started == nil || !*cs.Started || !cs.Ready || cs.RestartCount != 0 {
 		t.Errorf("container status = %+v, want running, started, ready, imageID local:///bin/sh", cs)
 	}
-	if p.Status.PodIP != "127.0.0.1" || p.Status.HostIP != "127.0.0.1" || len(p.Status.PodIPs) != 1 || p.Status.StartTime == nil {
-		t.Errorf("podIP=%q hostIP=%q podIPs=%v startTime=%v, want 127.0.0.1 and a start time",
+	if p.Status.PodIP != wantPodIP(t, p.Status.PodIP) || p.Status.HostIP != "127.0.0.1" || len(p.Status.PodIPs) != 1 ||
+		p.Status.PodIPs[0].IP != p.Status.PodIP || p.Status.StartTime == nil {
+		t.Errorf("podIP=%q hostIP=%q podIPs=%v startTime=%v, want a pod address, host 127.0.0.1 and a start time",
 			p.Status.PodIP, p.Status.HostIP, p.Status.PodIPs, p.Status.StartTime)
 	}
 	for _, ct := range []corev1.PodConditionType{corev1.PodScheduled, corev1.PodInitialized, corev1.ContainersReady} {
@@ -417,7 +453,7 @@ func TestEnvResolution(t *testing.T) {
 	field := func(path string) *corev1.EnvVarSource {
 		return &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}
 	}
-	pod := shPod(ns, "env", `env > "$OUT.tmp" && echo "$(LIT)" >> "$OUT.tmp" && mv "$OUT.tmp" "$OUT"; exec sleep 300`)
+	pod := shPod(ns, "env", `{ env; echo "UNAME_N=$(uname -n)"; echo "$(LIT)"; } > "$OUT.tmp" && mv "$OUT.tmp" "$OUT"; exec sleep 300`)
 	pod.Spec.ServiceAccountName = "builder"
 	pod.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{
 		Prefix: "CFG_", ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}},
@@ -450,13 +486,28 @@ func TestEnvResolution(t *testing.T) {
 		"LIT": "hello", "COMBO": "hello-world-blue", "ESCAPED": "$(LIT)", "UNDEFINED": "$(NOPE)x",
 		"SEC": "s3cret", "CM": "fast", "CFG_mode": "fast", "CFG_color": "blue",
 		"POD_NAME": "env", "POD_NS": ns, "POD_UID": string(pod.UID), "APP": "env", "NODE": sharedNode,
-		"SA": "builder", "POD_IP": "127.0.0.1", "HOST_IP": "127.0.0.1",
+		"SA": "builder", "HOST_IP": "127.0.0.1",
 		"RAINBOW_IMAGE": shImage, "PATH": os.Getenv("PATH"),
+		// The `kubernetes` Service: the API server itself.
+		"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": testEnv.Config.Host[strings.LastIndexByte(testEnv.Config.Host, ':')+1:],
+	}
+	want["KUBERNETES_SERVICE_PORT"] = strings.TrimSuffix(want["KUBERNETES_SERVICE_PORT"], "/")
+	if sharedAgent.mountNS {
+		want["HOSTNAME"] = "env" // its own UTS namespace, named after the pod
 	}
 	for k, v := range want {
 		if got, ok := env[k]; !ok || got != v {
 			t.Errorf("env %s = %q (set=%v), want %q", k, got, ok, v)
 		}
+	}
+	if host, _ := os.Hostname(); sharedAgent.mountNS && env["UNAME_N"] != "env" || !sharedAgent.mountNS && env["UNAME_N"] != host {
+		t.Errorf("the program's hostname is %q, want the pod's name with mount namespaces, else the node's", env["UNAME_N"])
+	}
+	if got := env["POD_IP"]; got != wantPodIP(t, got) {
+		t.Errorf("env POD_IP = %q, want an address of the agent's block", got)
+	}
+	if p, err := testClient.CoreV1().Pods(ns).Get(ctx, "env", metav1.GetOptions{}); err != nil || p.Status.PodIP != env["POD_IP"] {
+		t.Errorf("env POD_IP = %q, pod status says %q (%v)", env["POD_IP"], p.Status.PodIP, err)
 	}
 	if _, ok := env["OPTIONAL"]; ok {
 		t.Errorf("OPTIONAL must be unset for a missing optional secret, got %q", env["OPTIONAL"])
@@ -511,30 +562,42 @@ func TestSecretVolume(t *testing.T) {
 	}
 	mode := int32(0o400)
 	pod := shPod(ns, "vol", `{ echo "$CREDS_FILE"; echo "$CREDS_DIR"; echo "$OTHER"; echo "$SCRATCH"; cat "$CREDS_FILE"; echo; echo "$1"; } > "$OUT.tmp" && mv "$OUT.tmp" "$OUT"; exec sleep 300`)
-	pod.Spec.Containers[0].Args = append(pod.Spec.Containers[0].Args, "sh", "--token=/etc/creds/token")
+	// Mount points on the host's file system stay empty: the mounts are the process's own.
+	mnt := t.TempDir()
+	credsPath, scratchPath := filepath.Join(mnt, "etc", "creds"), filepath.Join(mnt, "scratch")
+	pod.Spec.Containers[0].Args = append(pod.Spec.Containers[0].Args, "sh", "--token="+credsPath+"/token")
 	pod.Spec.Volumes = []corev1.Volume{
 		{Name: "creds", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "files", DefaultMode: &mode}}},
 		{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 	}
 	c := &pod.Spec.Containers[0]
-	c.VolumeMounts = []corev1.VolumeMount{{Name: "creds", MountPath: "/etc/creds", ReadOnly: true}, {Name: "scratch", MountPath: "/scratch"}}
+	c.VolumeMounts = []corev1.VolumeMount{{Name: "creds", MountPath: credsPath, ReadOnly: true}, {Name: "scratch", MountPath: scratchPath}}
 	c.Env = []corev1.EnvVar{
 		{Name: "OUT", Value: out},
-		{Name: "CREDS_FILE", Value: "/etc/creds/token"},
-		{Name: "CREDS_DIR", Value: "/etc/creds"},
-		{Name: "OTHER", Value: "/etc/credsX/token"},
-		{Name: "SCRATCH", Value: "/scratch"},
+		{Name: "CREDS_FILE", Value: credsPath + "/token"},
+		{Name: "CREDS_DIR", Value: credsPath},
+		{Name: "OTHER", Value: credsPath + "X/token"},
+		{Name: "SCRATCH", Value: scratchPath},
 	}
 	pod = createPod(t, pod)
 	lines := strings.Split(readFileEventually(t, out, 15*time.Second), "\n")
 	vols := filepath.Join(podDir(sharedRoot, pod), "volumes")
+	// Without mount namespaces, paths into volumes are rewritten to the host directories.
 	want := []string{
 		filepath.Join(vols, "creds", "token"),
 		filepath.Join(vols, "creds"),
-		"/etc/credsX/token",
+		credsPath + "X/token",
 		filepath.Join(vols, "scratch"),
 		"abc123",
 		"--token=" + filepath.Join(vols, "creds", "token"),
+	}
+	if sharedAgent.mountNS {
+		want = []string{credsPath + "/token", credsPath, credsPath + "X/token", scratchPath, "abc123", "--token=" + credsPath + "/token"}
+		for _, dir := range []string{credsPath, scratchPath} {
+			if entries, err := os.ReadDir(dir); err != nil || len(entries) > 0 {
+				t.Errorf("host mount point %s = %v (%v), want an empty directory: the mount belongs to the pod's namespace", dir, entries, err)
+			}
+		}
 	}
 	if len(lines) < len(want) {
 		t.Fatalf("program output = %q, want lines %q", lines, want)

@@ -9,21 +9,42 @@
 // container.Command is ignored because the image, not the pod, picks the
 // program. Args get kubelet's $(VAR) expansion.
 //
-// Environment: the host's PATH and HOME, then the container's envFrom and env
-// resolved like kubelet (literal values with $(VAR) expansion, secretKeyRef,
-// configMapKeyRef, fieldRef; resourceFieldRef is ignored), then
-// RAINBOW_IMAGE=<container image>. Service link variables and in-cluster
-// KUBERNETES_SERVICE_* variables are not injected.
+// Environment: the host's PATH and HOME, HOSTNAME, the `kubernetes`
+// Service's variables (KUBERNETES_SERVICE_HOST and _PORT and the
+// KUBERNETES_PORT_* family, naming Config.APIServer: no ClusterIP routes
+// here), then the container's envFrom and env resolved like kubelet
+// (literal values with $(VAR) expansion, secretKeyRef, configMapKeyRef,
+// fieldRef; resourceFieldRef is ignored), then RAINBOW_IMAGE=<container
+// image>. Service link variables of other Services are not injected.
+//
+// Mount and UTS namespaces: when the agent may create them (root), each
+// process starts in a mount namespace of its own, with mount propagation
+// private, and every volumeMount bind-mounted at its mountPath (secret,
+// configMap, downwardAPI and projected volumes read-only), and in a UTS
+// namespace whose hostname is the pod's. The helper that sets this up
+// between fork and exec is the agent's own binary (see package podexec).
+// Nothing else is isolated: the process sees the host's file system
+// around its mounts, runs as the agent's user, and mount points that do
+// not exist are created (empty) on the host. Without the permission, the
+// agent falls back to rewriting paths: env values (and args, whole or after
+// "--flag=") that equal or start with a mountPath are rewritten to the
+// volume's host directory.
 //
 // Volumes: secret, configMap, emptyDir, downwardAPI and projected volumes
-// (without a serviceAccountToken source) are materialized once per pod under
-// <RootDir>/pods/<ns>_<name>_<uid>/volumes/<volume>/; hostPath volumes map to
-// the host path itself. Because processes have no mount namespace, env values
-// (and args, whole or after "--flag=") that equal or start with a mountPath are
-// rewritten to the host directory. Projected volumes with a service-account
-// token (kube-api-access-*) and other volume types are skipped silently, so
-// paths into them are left untouched. Secret and ConfigMap updates are not
-// propagated into already materialized volumes.
+// (service-account tokens included) are materialized under
+// <RootDir>/pods/<ns>_<name>_<uid>/volumes/<volume>/; hostPath volumes map
+// to the host path itself. Like kubelet, the files sit in a timestamped
+// directory behind a ..data symlink that is swapped atomically, so updates
+// reach running processes: Secret and ConfigMap changes as soon as the
+// agent's informers see them, tokens (TokenRequest for the pod's service
+// account, bound to the pod) at 80% of their lifetime. Other volume types
+// are skipped silently.
+//
+// Network: pods share the node's network namespace, but each pod (unless
+// hostNetwork) gets an address of its own from a block of 198.18.0.0/15
+// that the agent adds to the loopback interface while it runs. Probes, the
+// downward API and EndpointSlices use it. A process that listens on all
+// addresses still takes its port for every pod.
 //
 // Processes run with the pod directory as working directory, stdout and stderr
 // appended to <podDir>/<container>.log, in their own process group with
@@ -31,12 +52,17 @@
 // group is killed, like a container's cgroup. Pdeathsig only reaches the
 // direct child: if the agent itself is SIGKILLed, grandchildren survive.
 //
-// Status: podIP and hostIP are 127.0.0.1. Probes are not executed: a container
-// is ready once its process has been running for one second. Restarts follow
-// restartPolicy with CrashLoopBackOff back-off 1s, 2s, 4s ... 30s, reset after
-// 60s of running. Init containers run sequentially; restartable init containers
-// (sidecars) are started in order and kept running. Scheduling ignores node
-// selectors, affinity and resources: there is only one node.
+// Status: hostIP is 127.0.0.1. httpGet, tcpSocket and grpc probes run as with
+// kubelet (see probes.go); exec probes count as succeeding. Without a
+// readiness probe a container is ready once its process has been running
+// for one second. Restarts follow restartPolicy with CrashLoopBackOff
+// back-off 1s, 2s, 4s ... 30s, reset after 60s of running. Init containers
+// run sequentially; restartable init containers (sidecars) are started in
+// order and kept running. Scheduling ignores node selectors, affinity and
+// resources: there is only one node.
+//
+// Kubelet API: with Config.KubeletCertFile, the agent serves
+// /containerLogs on 127.0.0.1 for `kubectl logs` (see kubelet.go).
 //
 // Deletion: a pod with a deletionTimestamp gets SIGTERM on its process groups,
 // SIGKILL after the deletion grace period, and is then deleted with grace

@@ -3,6 +3,8 @@ package nodeagent
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -86,7 +88,8 @@ type configError struct{ msg string }
 func (e *configError) Error() string { return e.msg }
 
 // objectCache avoids fetching the same Secret/ConfigMap repeatedly while
-// preparing one pod.
+// preparing one pod. It reads the agent's informer caches and asks the API
+// server only about objects they do not hold (yet).
 type objectCache struct {
 	a          *Agent
 	ctx        context.Context
@@ -104,6 +107,12 @@ func (c *objectCache) secret(name string) (*corev1.Secret, error) {
 	if s, ok := c.secrets[name]; ok {
 		return s, nil
 	}
+	if c.a.secretLister != nil {
+		if s, err := c.a.secretLister.Secrets(c.ns).Get(name); err == nil {
+			c.secrets[name] = s
+			return s, nil
+		}
+	}
 	s, err := c.a.client.CoreV1().Secrets(c.ns).Get(c.ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		s, err = nil, nil
@@ -119,6 +128,12 @@ func (c *objectCache) secret(name string) (*corev1.Secret, error) {
 func (c *objectCache) configMap(name string) (*corev1.ConfigMap, error) {
 	if m, ok := c.configMaps[name]; ok {
 		return m, nil
+	}
+	if c.a.configMapLister != nil {
+		if m, err := c.a.configMapLister.ConfigMaps(c.ns).Get(name); err == nil {
+			c.configMaps[name] = m
+			return m, nil
+		}
 	}
 	m, err := c.a.client.CoreV1().ConfigMaps(c.ns).Get(c.ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -163,10 +178,14 @@ func (l *envList) lookup(name string) (string, bool) {
 	return v, ok
 }
 
-// containerEnv resolves envFrom and env like kubelet. Errors of type
-// *configError name the missing object or key.
-func containerEnv(pod *corev1.Pod, c *corev1.Container, objs *objectCache) (*envList, error) {
+// containerEnv resolves envFrom and env like kubelet, on top of base (the
+// in-cluster service variables), which $(VAR) references may use too.
+// Errors of type *configError name the missing object or key.
+func containerEnv(pod *corev1.Pod, podIP string, c *corev1.Container, objs *objectCache, base [][2]string) (*envList, error) {
 	env := &envList{}
+	for _, kv := range base {
+		env.set(kv[0], kv[1])
+	}
 	for _, from := range c.EnvFrom {
 		var data map[string][]byte
 		switch {
@@ -215,7 +234,7 @@ func containerEnv(pod *corev1.Pod, c *corev1.Container, objs *objectCache) (*env
 			env.set(e.Name, expand(e.Value, env.lookup))
 			continue
 		}
-		v, ok, err := envValueFrom(pod, e.ValueFrom, objs)
+		v, ok, err := envValueFrom(pod, podIP, e.ValueFrom, objs)
 		if err != nil {
 			return nil, err
 		}
@@ -228,10 +247,10 @@ func containerEnv(pod *corev1.Pod, c *corev1.Container, objs *objectCache) (*env
 
 func isOptional(b *bool) bool { return b != nil && *b }
 
-func envValueFrom(pod *corev1.Pod, src *corev1.EnvVarSource, objs *objectCache) (string, bool, error) {
+func envValueFrom(pod *corev1.Pod, podIP string, src *corev1.EnvVarSource, objs *objectCache) (string, bool, error) {
 	switch {
 	case src.FieldRef != nil:
-		v, err := fieldValue(pod, src.FieldRef.FieldPath)
+		v, err := fieldValue(pod, podIP, src.FieldRef.FieldPath)
 		if err != nil {
 			return "", false, &configError{err.Error()}
 		}
@@ -282,8 +301,9 @@ func envValueFrom(pod *corev1.Pod, src *corev1.EnvVarSource, objs *objectCache) 
 	}
 }
 
-// fieldValue implements the downward API field paths usable from env and volumes.
-func fieldValue(pod *corev1.Pod, path string) (string, error) {
+// fieldValue implements the downward API field paths usable from env and
+// volumes; podIP is the address the agent gave the pod.
+func fieldValue(pod *corev1.Pod, podIP, path string) (string, error) {
 	if key, ok := subscript(path, "metadata.labels"); ok {
 		return pod.Labels[key], nil
 	}
@@ -305,7 +325,9 @@ func fieldValue(pod *corev1.Pod, path string) (string, error) {
 		return pod.Spec.NodeName, nil
 	case "spec.serviceAccountName":
 		return pod.Spec.ServiceAccountName, nil
-	case "status.podIP", "status.hostIP", "status.podIPs", "status.hostIPs":
+	case "status.podIP", "status.podIPs":
+		return podIP, nil
+	case "status.hostIP", "status.hostIPs":
 		return localIP, nil
 	}
 	return "", fmt.Errorf("unsupported fieldRef path %q", path)
@@ -375,22 +397,32 @@ func expand(s string, lookup func(string) (string, bool)) string {
 	return b.String()
 }
 
+// mountSource is the host path a volumeMount shows: the volume's directory,
+// or its subPath; "" for a volume the agent skipped.
+func mountSource(m corev1.VolumeMount, volumeDirs map[string]string, env *envList) string {
+	dir := volumeDirs[m.Name]
+	if dir == "" {
+		return ""
+	}
+	sub := m.SubPath
+	if m.SubPathExpr != "" {
+		sub = expand(m.SubPathExpr, env.lookup)
+	}
+	if sub != "" {
+		dir = filepath.Join(dir, sub)
+	}
+	return dir
+}
+
 // mountRewriter maps in-container paths under volume mounts to host paths.
 type mountRewriter []struct{ from, to string }
 
 func newMountRewriter(c *corev1.Container, volumeDirs map[string]string, env *envList) mountRewriter {
 	var r mountRewriter
 	for _, m := range c.VolumeMounts {
-		dir := volumeDirs[m.Name]
+		dir := mountSource(m, volumeDirs, env)
 		if dir == "" || m.MountPath == "" {
 			continue
-		}
-		sub := m.SubPath
-		if m.SubPathExpr != "" {
-			sub = expand(m.SubPathExpr, env.lookup)
-		}
-		if sub != "" {
-			dir = filepath.Join(dir, sub)
 		}
 		from := filepath.Clean(m.MountPath)
 		r = append(r, struct{ from, to string }{from, dir})
@@ -448,4 +480,30 @@ func processEnv(image string, env *envList, r mountRewriter) []string {
 		out = append(out, k+"="+final.values[k])
 	}
 	return out
+}
+
+// serviceEnv is what kubelet tells every container about the API server
+// (the `kubernetes` Service). Here it names the API server's own address
+// and port: the Service's ClusterIP does not route without kube-proxy.
+func serviceEnv(apiServer string) [][2]string {
+	u, err := url.Parse(apiServer)
+	if apiServer == "" || err != nil || u.Hostname() == "" {
+		return nil
+	}
+	host, port := u.Hostname(), u.Port()
+	if port == "" {
+		port = "443"
+	}
+	addr := "tcp://" + net.JoinHostPort(host, port)
+	prefix := "KUBERNETES_PORT_" + port + "_TCP"
+	return [][2]string{
+		{"KUBERNETES_SERVICE_HOST", host},
+		{"KUBERNETES_SERVICE_PORT", port},
+		{"KUBERNETES_SERVICE_PORT_HTTPS", port},
+		{"KUBERNETES_PORT", addr},
+		{prefix, addr},
+		{prefix + "_PROTO", "tcp"},
+		{prefix + "_PORT", port},
+		{prefix + "_ADDR", host},
+	}
 }

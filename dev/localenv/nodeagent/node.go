@@ -83,13 +83,13 @@ func (a *Agent) updateNodeStatus(ctx context.Context, ready bool) error {
 		if err != nil {
 			return err
 		}
-		setNodeStatus(&node.Status, ready, a.version, time.Now())
+		setNodeStatus(&node.Status, ready, a.version, a.kubeletPort, time.Now())
 		_, err = a.client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
 		return err
 	})
 }
 
-func setNodeStatus(s *corev1.NodeStatus, ready bool, version string, now time.Time) {
+func setNodeStatus(s *corev1.NodeStatus, ready bool, version string, kubeletPort int, now time.Time) {
 	res := corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse("8"),
 		corev1.ResourceMemory: resource.MustParse("32Gi"),
@@ -98,6 +98,8 @@ func setNodeStatus(s *corev1.NodeStatus, ready bool, version string, now time.Ti
 	s.Capacity = res
 	s.Allocatable = res.DeepCopy()
 	s.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: localIP}}
+	// The API server reaches the kubelet API (logs) at this port of the InternalIP.
+	s.DaemonEndpoints.KubeletEndpoint.Port = int32(kubeletPort)
 	s.NodeInfo.OperatingSystem = runtime.GOOS
 	s.NodeInfo.Architecture = runtime.GOARCH
 	s.NodeInfo.KubeletVersion = version

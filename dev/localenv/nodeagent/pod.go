@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/rainbow-deploy/rainbow/dev/localenv/nodeagent/podexec"
 )
 
 const (
@@ -42,6 +44,7 @@ type container struct {
 	everStarted  bool
 
 	proc                    *process                         // current run, nil when not running
+	logs                    *containerLog                    // its runs' parts of the log file
 	lastTerm                *corev1.ContainerStateTerminated // previous run that was restarted
 	final                   *corev1.ContainerStateTerminated // last run, never restarted
 	waitReason, waitMessage string
@@ -55,7 +58,10 @@ type podState struct {
 	dir                  string
 	startTime            time.Time
 
+	podIP      string
 	volumeDirs map[string]string // volume name -> host dir; "" means skipped
+	volumeHash map[string]string // volume name -> content last written
+	tokens     map[string]token  // "<volume>/<source index>" -> service-account token
 	volumeErr  string
 
 	init []*container
@@ -68,7 +74,7 @@ type podState struct {
 	killTimer   *time.Timer
 }
 
-func newPodState(root, key string, pod *corev1.Pod) *podState {
+func newPodState(root, key string, pod *corev1.Pod, podIP string) *podState {
 	st := &podState{
 		key:        key,
 		namespace:  pod.Namespace,
@@ -76,7 +82,10 @@ func newPodState(root, key string, pod *corev1.Pod) *podState {
 		uid:        pod.UID,
 		dir:        filepath.Join(root, "pods", pod.Namespace+"_"+pod.Name+"_"+string(pod.UID)),
 		startTime:  time.Now(),
+		podIP:      podIP,
 		volumeDirs: map[string]string{},
+		volumeHash: map[string]string{},
+		tokens:     map[string]token{},
 	}
 	// Keep restart counts across agent restarts.
 	counts := map[string]int32{}
@@ -91,10 +100,12 @@ func newPodState(root, key string, pod *corev1.Pod) *podState {
 		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
 			kind = kindSidecar
 		}
-		st.init = append(st.init, &container{name: c.Name, kind: kind, restartCount: counts["init/"+c.Name]})
+		st.init = append(st.init, &container{name: c.Name, kind: kind, restartCount: counts["init/"+c.Name],
+			logs: &containerLog{path: filepath.Join(st.dir, c.Name+".log")}})
 	}
 	for _, c := range pod.Spec.Containers {
-		st.main = append(st.main, &container{name: c.Name, kind: kindMain, restartCount: counts["main/"+c.Name]})
+		st.main = append(st.main, &container{name: c.Name, kind: kindMain, restartCount: counts["main/"+c.Name],
+			logs: &containerLog{path: filepath.Join(st.dir, c.Name+".log")}})
 	}
 	return st
 }
@@ -172,7 +183,11 @@ func (a *Agent) reconcile(ctx context.Context, key string) (time.Duration, error
 		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 			return 0, nil // finished before this agent started
 		}
-		st = newPodState(a.cfg.RootDir, key, pod)
+		ip := localIP
+		if !pod.Spec.HostNetwork {
+			ip = a.ips.allocate(key, pod.Status.PodIP)
+		}
+		st = newPodState(a.cfg.RootDir, key, pod, ip)
 		a.mu.Lock()
 		a.pods[key] = st
 		a.mu.Unlock()
@@ -248,6 +263,9 @@ func (a *Agent) forget(st *podState) {
 		delete(a.pods, st.key)
 	}
 	a.mu.Unlock()
+	if st.podIP != localIP {
+		a.ips.release(st.podIP)
+	}
 	if err := os.RemoveAll(filepath.Join(st.dir, "volumes")); err != nil {
 		a.log.Error(err, "removing pod volumes", "pod", st.key)
 	}
@@ -311,7 +329,7 @@ func (a *Agent) syncPod(ctx context.Context, pod *corev1.Pod, st *podState) (tim
 			return 0, err
 		}
 		objs := a.newObjectCache(ctx, pod.Namespace)
-		if err := a.setupVolumes(pod, st, objs); err != nil {
+		if err := a.setupVolumes(ctx, pod, st, objs, w); err != nil {
 			st.volumeErr = err.Error()
 			w.after(retryDelay)
 		} else {
@@ -327,7 +345,7 @@ func (a *Agent) syncPod(ctx context.Context, pod *corev1.Pod, st *podState) (tim
 		a.terminate(st, terminationGrace(pod)) // sidecars
 	}
 	for _, c := range st.all() {
-		if c.proc != nil && w.now.Sub(c.proc.startedAt) < readyAfter {
+		if c.proc != nil && c.proc.probes == nil && w.now.Sub(c.proc.startedAt) < readyAfter {
 			w.atTime(c.proc.startedAt.Add(readyAfter))
 		}
 	}
@@ -386,18 +404,34 @@ func (a *Agent) ensureRunning(pod *corev1.Pod, st *podState, c *container, spec 
 		return
 	}
 	c.program = program
-	env, err := containerEnv(pod, spec, objs)
+	hostname := ""
+	if a.mountNS {
+		hostname = podHostname(pod)
+	}
+	base := serviceEnv(a.cfg.APIServer)
+	if hostname != "" {
+		base = append([][2]string{{"HOSTNAME", hostname}}, base...)
+	}
+	env, err := containerEnv(pod, st.podIP, spec, objs, base)
 	if err != nil {
 		c.waitReason, c.waitMessage = "CreateContainerConfigError", err.Error()
 		w.after(retryDelay)
 		return
 	}
-	r := newMountRewriter(spec, st.volumeDirs, env)
+	// With mount namespaces the volumes are where the pod says; without,
+	// paths into them are rewritten to the host directories.
+	var r mountRewriter
+	var mounts []podexec.Mount
+	if a.mountNS {
+		mounts = containerMounts(pod, spec, st.volumeDirs, env)
+	} else {
+		r = newMountRewriter(spec, st.volumeDirs, env)
+	}
 	args := make([]string, len(spec.Args))
 	for i, arg := range spec.Args {
 		args[i] = r.arg(expand(arg, env.lookup))
 	}
-	p, err := a.startProcess(st.key, st.dir, c.name+".log", program, args, processEnv(spec.Image, env, r))
+	p, err := a.startProcess(st.key, st.dir, c.logs, program, args, processEnv(spec.Image, env, r), hostname, mounts)
 	if err != nil {
 		now := time.Now()
 		a.stopped(pod, st, c, &corev1.ContainerStateTerminated{
@@ -410,6 +444,7 @@ func (a *Agent) ensureRunning(pod *corev1.Pod, st *podState, c *container, spec 
 		return
 	}
 	a.log.Info("container started", "pod", st.key, "container", c.name, "program", program, "pid", p.pid)
+	a.startProbes(pod, st, spec, p)
 	c.proc = p
 	c.everStarted = true
 	c.waitReason, c.waitMessage = "", ""

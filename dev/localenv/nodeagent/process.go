@@ -2,11 +2,13 @@ package nodeagent
 
 import (
 	"errors"
+	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/rainbow-deploy/rainbow/dev/localenv/nodeagent/podexec"
 )
 
 // process is one run of a container. exitCode and finishedAt are written
@@ -16,6 +18,7 @@ type process struct {
 	program   string
 	startedAt time.Time
 	done      chan struct{}
+	probes    *probeResults // nil: no probes, ready after readyAfter
 
 	exitCode   int32
 	finishedAt time.Time
@@ -39,23 +42,43 @@ func (p *process) signal(sig syscall.Signal) {
 	}
 }
 
-// startProcess launches program and a goroutine that reaps it and enqueues key.
-func (a *Agent) startProcess(key, dir, logName, program string, args, env []string) (*process, error) {
-	logFile, err := os.OpenFile(filepath.Join(dir, logName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+// startProcess launches program (in namespaces with the pod's hostname and
+// mounts, when the agent uses them) and a goroutine that reaps it and enqueues key. The
+// output is appended to the container's log file, whose new run logs
+// records.
+func (a *Agent) startProcess(key, dir string, logs *containerLog, program string, args, env []string, hostname string, mounts []podexec.Mount) (*process, error) {
+	logFile, err := os.OpenFile(logs.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	defer logFile.Close() // the child holds its own copy
-	cmd := exec.Command(program, args...)
+	offset, err := logFile.Seek(0, io.SeekEnd)
+	if err != nil {
+		return nil, err
+	}
+	var cmd *exec.Cmd
+	if a.mountNS {
+		cmd = podexecCommand(hostname, mounts, program, args)
+	} else {
+		cmd = exec.Command(program, args...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
 	cmd.Dir = dir
 	cmd.Env = env
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	cmd.SysProcAttr.Setpgid = true
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	if a.mountNS {
+		err = podexecStart(cmd)
+	} else {
+		err = cmd.Start()
+	}
+	if err != nil {
 		return nil, err
 	}
 	p := &process{pid: cmd.Process.Pid, program: program, startedAt: time.Now(), done: make(chan struct{})}
+	run := logs.started(offset, p.done)
 	a.procWG.Add(1)
 	go func() {
 		defer a.procWG.Done()
@@ -64,6 +87,7 @@ func (a *Agent) startProcess(key, dir, logName, program string, args, env []stri
 		p.finishedAt = time.Now()
 		// Reap what the program left behind in its group, like a container's cgroup.
 		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+		run.finish()
 		close(p.done)
 		a.log.V(1).Info("process exited", "pod", key, "pid", p.pid, "exitCode", p.exitCode)
 		a.queue.Add(key)

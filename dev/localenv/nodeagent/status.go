@@ -50,9 +50,9 @@ func (a *Agent) writeStatus(ctx context.Context, pod *corev1.Pod, st *podState, 
 func desiredStatus(pod *corev1.Pod, st *podState, now time.Time) corev1.PodStatus {
 	s := *pod.Status.DeepCopy()
 	s.Phase = st.phase()
-	s.HostIP, s.PodIP = localIP, localIP
+	s.HostIP, s.PodIP = localIP, st.podIP
 	s.HostIPs = []corev1.HostIP{{IP: localIP}}
-	s.PodIPs = []corev1.PodIP{{IP: localIP}}
+	s.PodIPs = []corev1.PodIP{{IP: st.podIP}}
 	if s.StartTime == nil {
 		t := metaTime(st.startTime)
 		s.StartTime = &t
@@ -173,10 +173,14 @@ func (st *podState) containerStatus(pod *corev1.Pod, c *container, now time.Time
 	started := false
 	switch {
 	case c.proc != nil:
+		ready := now.Sub(c.proc.startedAt) >= readyAfter
 		started = true
+		if c.proc.probes != nil {
+			started, ready = c.proc.probes.get()
+		}
 		cs.ContainerID = processID(c.proc.pid)
 		cs.State.Running = &corev1.ContainerStateRunning{StartedAt: metaTime(c.proc.startedAt)}
-		cs.Ready = st.terminal == "" && !st.terminating && now.Sub(c.proc.startedAt) >= readyAfter
+		cs.Ready = st.terminal == "" && !st.terminating && ready
 	case c.final != nil:
 		t := *c.final
 		cs.ContainerID = t.ContainerID

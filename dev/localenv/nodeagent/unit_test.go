@@ -1,6 +1,7 @@
 package nodeagent
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -132,14 +133,70 @@ func TestFieldValue(t *testing.T) {
 		`metadata.annotations["k"]`:  "v",
 		"metadata.labels['missing']": "",
 		"metadata.labels":            "app=\"a\"\nb=\"c\"",
-		"status.podIP":               "127.0.0.1",
+		"status.podIP":               "198.18.0.7",
+		"status.hostIP":              "127.0.0.1",
 		"metadata.uid":               "u",
 	} {
-		if got, err := fieldValue(pod, path); err != nil || got != want {
+		if got, err := fieldValue(pod, "198.18.0.7", path); err != nil || got != want {
 			t.Errorf("fieldValue(%q) = %q, %v; want %q", path, got, err, want)
 		}
 	}
-	if _, err := fieldValue(pod, "spec.nope"); err == nil {
+	if _, err := fieldValue(pod, "198.18.0.7", "spec.nope"); err == nil {
 		t.Error("unsupported path: want error")
+	}
+}
+
+func TestContainerMounts(t *testing.T) {
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Volumes: []corev1.Volume{
+		{Name: "cert", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "s"}}},
+		{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/data"}}},
+		{Name: "skipped", VolumeSource: corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{}}},
+	}}}
+	c := &corev1.Container{VolumeMounts: []corev1.VolumeMount{
+		{Name: "cert", MountPath: "/etc/certs/"},
+		{Name: "scratch", MountPath: "/work", SubPathExpr: "$(POD)"},
+		{Name: "scratch", MountPath: "/ro", ReadOnly: true},
+		{Name: "host", MountPath: "/data"},
+		{Name: "skipped", MountPath: "/nfs"},
+		{Name: "cert", MountPath: "relative"},
+	}}
+	dirs := map[string]string{"cert": "/v/cert", "scratch": "/v/scratch", "host": "/data", "skipped": ""}
+	env := &envList{}
+	env.set("POD", "p1")
+	got := fmt.Sprint(containerMounts(pod, c, dirs, env))
+	want := "[{/v/cert /etc/certs true} {/v/scratch/p1 /work false} {/v/scratch /ro true}]"
+	if got != want {
+		t.Errorf("mounts = %s\nwant %s (secret volumes read-only, hostPath at its own path and skipped volumes not mounted)", got, want)
+	}
+}
+
+func TestPodHostname(t *testing.T) {
+	long := strings.Repeat("a", 62) + "-b"
+	for _, tc := range []struct {
+		pod  corev1.Pod
+		want string
+	}{
+		{corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-1"}}, "web-1"},
+		{corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-1"}, Spec: corev1.PodSpec{Hostname: "db"}}, "db"},
+		{corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: long}}, strings.Repeat("a", 62)},
+		{corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "h"}, Spec: corev1.PodSpec{HostNetwork: true}}, ""},
+	} {
+		if got := podHostname(&tc.pod); got != tc.want {
+			t.Errorf("podHostname(%s) = %q, want %q", tc.pod.Name, got, tc.want)
+		}
+	}
+}
+
+func TestServiceEnv(t *testing.T) {
+	got := fmt.Sprint(serviceEnv("https://127.0.0.1:6443"))
+	want := "[[KUBERNETES_SERVICE_HOST 127.0.0.1] [KUBERNETES_SERVICE_PORT 6443] [KUBERNETES_SERVICE_PORT_HTTPS 6443] " +
+		"[KUBERNETES_PORT tcp://127.0.0.1:6443] [KUBERNETES_PORT_6443_TCP tcp://127.0.0.1:6443] [KUBERNETES_PORT_6443_TCP_PROTO tcp] " +
+		"[KUBERNETES_PORT_6443_TCP_PORT 6443] [KUBERNETES_PORT_6443_TCP_ADDR 127.0.0.1]]"
+	if got != want {
+		t.Errorf("serviceEnv = %s\nwant %s", got, want)
+	}
+	if env := serviceEnv(""); env != nil {
+		t.Errorf("no API server: %v, want nothing", env)
 	}
 }
