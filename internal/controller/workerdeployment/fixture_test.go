@@ -59,6 +59,9 @@ type stubTemporal struct {
 	// unavailable makes every read fail as during an outage; busy as when
 	// Temporal throttles reads.
 	unavailable, busy bool
+	// unreadable are versions the deployment lists that cannot be described
+	// yet (NotFound), as seen right after registration.
+	unreadable map[string]bool
 }
 
 func (s *stubTemporal) write(format string, args ...any) {
@@ -94,6 +97,9 @@ func (s *stubTemporal) ListWorkerDeployments(context.Context, *workflowservice.L
 
 func (s *stubTemporal) DescribeWorkerDeploymentVersion(_ context.Context, req *workflowservice.DescribeWorkerDeploymentVersionRequest, _ ...grpc.CallOption) (*workflowservice.DescribeWorkerDeploymentVersionResponse, error) {
 	build := req.GetDeploymentVersion().GetBuildId()
+	if s.unreadable[build] {
+		return nil, serviceerror.NewNotFound("Worker Deployment Version not found")
+	}
 	info := &deploymentpb.WorkerDeploymentVersionInfo{Status: enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_INACTIVE}
 	if s.state.GetRoutingConfig().GetCurrentDeploymentVersion().GetBuildId() == build {
 		info.CurrentSinceTime = timestamppb.Now()
@@ -176,6 +182,8 @@ type fixture struct {
 	objects  []client.Object
 	temporal *stubTemporal
 	kube     []string
+	// client is the fake API server of the last reconcile.
+	client client.Client
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -278,6 +286,7 @@ func (f *fixture) reconcile() (kube, temporalWrites []string, res reconcile.Resu
 		return stubSDK{svc: f.temporal}, nil
 	})
 	defer pool.Close()
+	f.client = c
 	r := &Reconciler{Client: c, Pool: pool, Clock: clocktesting.NewFakePassiveClock(f.now)}
 	res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(f.twd)})
 	if err != nil {
@@ -308,6 +317,14 @@ func TestReconcileWrites(t *testing.T) {
 			setup: func(f *fixture) {
 				f.runningDeployment()
 				f.registered(true, enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_CURRENT)
+			},
+			kube: []string{"patch status TemporalWorkerDeployment orders"},
+		},
+		"a registered version not yet readable on its own: no write, and no outage": {
+			setup: func(f *fixture) {
+				f.runningDeployment()
+				f.registered(false, enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_INACTIVE)
+				f.temporal.unreadable = map[string]bool{f.build(): true}
 			},
 			kube: []string{"patch status TemporalWorkerDeployment orders"},
 		},
@@ -419,3 +436,23 @@ func countVerbs(s string) int {
 
 // buildSuffix is the build ID part of the Deployment name after "orders-v1-".
 func buildSuffix(build string) string { return build[len("v1-"):] }
+
+// TestUnreadableNewVersionIsNoOutage: Temporal lists a version a moment
+// before it can describe it; the rollout waits for it instead of reporting
+// TemporalStateFetchFailed, which kstatus tools would read as failed.
+func TestUnreadableNewVersionIsNoOutage(t *testing.T) {
+	f := newFixture(t)
+	f.runningDeployment()
+	f.registered(false, enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_INACTIVE)
+	f.temporal.unreadable = map[string]bool{f.build(): true}
+	f.reconcile()
+	var got v1alpha1.TemporalWorkerDeployment
+	if err := f.client.Get(context.Background(), client.ObjectKeyFromObject(f.twd), &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range got.Status.Conditions {
+		if c.Reason != v1alpha1.ReasonWaitingForPollers || (c.Type == v1alpha1.ConditionStalled && c.Status != metav1.ConditionFalse) {
+			t.Errorf("condition %s = %s/%s (%s), want WaitingForPollers and not Stalled", c.Type, c.Status, c.Reason, c.Message)
+		}
+	}
+}

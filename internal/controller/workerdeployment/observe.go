@@ -158,7 +158,13 @@ func (r *Reconciler) observeTemporal(ctx context.Context, o *observation) error 
 		i := slices.IndexFunc(state.Versions, func(v planner.TemporalVersion) bool { return v.BuildID == b })
 		v := &state.Versions[i]
 		if b == o.targetBuildID && o.input.Deletion == nil {
-			if err := r.describeTarget(ctx, o, v); err != nil {
+			err := r.describeTarget(ctx, o, v)
+			if errors.Is(err, temporal.ErrNotFound) {
+				// Listed a moment ago, not yet readable on its own (seen
+				// right after registration): the planner waits to read it.
+				continue
+			}
+			if err != nil {
 				return err
 			}
 		} else {
