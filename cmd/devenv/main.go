@@ -130,6 +130,9 @@ func run(ctx context.Context, dir, kubeBin, nodeName string, apiPort, etcdPort i
 	if err != nil {
 		return err
 	}
+	// Pods get the in-cluster environment; the API server reads their logs.
+	agentCfg.APIServer = cp.RESTConfig().Host
+	agentCfg.KubeletCertFile, agentCfg.KubeletKeyFile, agentCfg.ClientCAFile = cp.KubeletTLS()
 	agent, err := nodeagent.New(client, agentCfg)
 	if err != nil {
 		return err

@@ -27,10 +27,13 @@ const loopback = "127.0.0.1"
 
 // DefaultControllers are the kube-controller-manager controllers the local
 // environment runs: enough for Deployments to roll, owner references to
-// cascade, namespaces to be deleted and pods to get service accounts.
+// cascade, namespaces to be deleted, pods to get service accounts and
+// Services their EndpointSlices (through which the API server calls a
+// webhook Service: --enable-aggregator-routing).
 var DefaultControllers = []string{
 	"deployment-controller",
 	"replicaset-controller",
+	"endpointslice-controller",
 	"garbage-collector-controller",
 	"namespace-controller",
 	"serviceaccount-controller",
@@ -62,8 +65,33 @@ type ControlPlane struct {
 	cfg        Config
 	kubeconfig string
 	rest       *rest.Config
+	pki        *pki
 	procs      []*process.Process
 }
+
+// AuditPolicy is what the API server records in logs/audit.log: the writes
+// of service accounts, that is of controllers running in pods (the control
+// plane's own controllers use the admin certificate), with who made them.
+const AuditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    userGroups: ["system:serviceaccounts"]
+    verbs: [create, update, patch, delete, deletecollection]
+  - level: None
+`
+
+// KubeletTLS are the files of the kubelet API the API server calls for
+// `kubectl logs`: its serving certificate and key (for 127.0.0.1, from the
+// cluster CA, which the API server checks) and the CA of the client
+// certificates to accept (the API server's is in system:masters).
+func (cp *ControlPlane) KubeletTLS() (certFile, keyFile, clientCAFile string) {
+	return cp.pki.KubeletCert, cp.pki.KubeletKey, cp.pki.CACert
+}
+
+// AuditLog is the API server's audit log (see AuditPolicy).
+func (cp *ControlPlane) AuditLog() string { return filepath.Join(cp.cfg.Dir, "logs", "audit.log") }
 
 // Start brings up etcd, the API server and the controller manager and
 // returns once the API server is ready and the controller manager works.
@@ -91,7 +119,7 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, sub := range []string{"pki", "etcd", "logs"} {
+	for _, sub := range []string{"pki", "etcd", "logs", "audit"} {
 		if err := os.RemoveAll(filepath.Join(cfg.Dir, sub)); err != nil {
 			return nil, err
 		}
@@ -100,8 +128,15 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("generate certificates: %w", err)
 	}
+	auditPolicy := filepath.Join(cfg.Dir, "audit", "policy.yaml")
+	if err := os.MkdirAll(filepath.Dir(auditPolicy), 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(auditPolicy, []byte(AuditPolicy), 0o644); err != nil {
+		return nil, err
+	}
 
-	started := &ControlPlane{cfg: cfg, kubeconfig: filepath.Join(cfg.Dir, "kubeconfig")}
+	started := &ControlPlane{cfg: cfg, kubeconfig: filepath.Join(cfg.Dir, "kubeconfig"), pki: certs}
 	cp = started
 	defer func() {
 		if err != nil {
@@ -157,6 +192,18 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 		"--service-account-signing-key-file=" + certs.SAPrivate,
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--authorization-mode=RBAC",
+		// `kubectl logs`: the node agent's kubelet API, verified both ways.
+		"--kubelet-certificate-authority=" + certs.CACert,
+		"--kubelet-client-certificate=" + certs.KubeletClientCert,
+		"--kubelet-client-key=" + certs.KubeletClientKey,
+		"--kubelet-preferred-address-types=InternalIP",
+		// Webhook Services resolve to their pods' EndpointSlices: no kube-proxy
+		// routes ClusterIPs here.
+		"--enable-aggregator-routing=true",
+		"--audit-policy-file=" + auditPolicy,
+		"--audit-log-path=" + filepath.Join(logs, "audit.log"),
+		"--audit-log-maxsize=20",
+		"--audit-log-maxbackup=1",
 		"--allow-privileged=true",
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",

@@ -22,11 +22,16 @@ type pki struct {
 	ServingCert, ServingKey string
 	AdminCert, AdminKey     string
 	SAPublic, SAPrivate     string
+	// The node agent's kubelet API and the API server's client for it.
+	KubeletCert, KubeletKey             string
+	KubeletClientCert, KubeletClientKey string
 }
 
 // writePKI creates a throwaway CA, an API server serving certificate for
-// loopback, an admin client certificate in system:masters, and the service
-// account signing key pair. Everything is regenerated on each start.
+// loopback, an admin client certificate in system:masters, the service
+// account signing key pair, and for `kubectl logs` a kubelet serving
+// certificate for 127.0.0.1 and the API server's client certificate for it.
+// Everything is regenerated on each start.
 func writePKI(dir string) (*pki, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -36,6 +41,8 @@ func writePKI(dir string) (*pki, error) {
 		ServingCert: filepath.Join(dir, "apiserver.crt"), ServingKey: filepath.Join(dir, "apiserver.key"),
 		AdminCert: filepath.Join(dir, "admin.crt"), AdminKey: filepath.Join(dir, "admin.key"),
 		SAPublic: filepath.Join(dir, "sa.pub"), SAPrivate: filepath.Join(dir, "sa.key"),
+		KubeletCert: filepath.Join(dir, "kubelet.crt"), KubeletKey: filepath.Join(dir, "kubelet.key"),
+		KubeletClientCert: filepath.Join(dir, "apiserver-kubelet-client.crt"), KubeletClientKey: filepath.Join(dir, "apiserver-kubelet-client.key"),
 	}
 	now := time.Now().Add(-time.Hour)
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -63,7 +70,7 @@ func writePKI(dir string) (*pki, error) {
 		return nil, err
 	}
 
-	leaf := func(serial int64, subject pkix.Name, usage x509.ExtKeyUsage, certPath, keyPath string) error {
+	leaf := func(serial int64, subject pkix.Name, usage x509.ExtKeyUsage, certPath, keyPath string, ips []net.IP, dns ...string) error {
 		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		if err != nil {
 			return err
@@ -76,20 +83,29 @@ func writePKI(dir string) (*pki, error) {
 			KeyUsage:     x509.KeyUsageDigitalSignature,
 			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
 		}
-		if usage == x509.ExtKeyUsageServerAuth {
-			tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")}
-			tmpl.DNSNames = []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
-		}
+		tmpl.IPAddresses, tmpl.DNSNames = ips, dns
 		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, key.Public(), caKey)
 		if err != nil {
 			return err
 		}
 		return writeCertAndKey(certPath, keyPath, der, key)
 	}
-	if err := leaf(2, pkix.Name{CommonName: "kube-apiserver"}, x509.ExtKeyUsageServerAuth, p.ServingCert, p.ServingKey); err != nil {
+	// Pods reach the API server at 127.0.0.1 (KUBERNETES_SERVICE_HOST); 10.0.0.1
+	// is the `kubernetes` Service's ClusterIP, which nothing routes here.
+	if err := leaf(2, pkix.Name{CommonName: "kube-apiserver"}, x509.ExtKeyUsageServerAuth, p.ServingCert, p.ServingKey,
+		[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")},
+		"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"); err != nil {
 		return nil, err
 	}
-	if err := leaf(3, pkix.Name{CommonName: "rainbow-admin", Organization: []string{"system:masters"}}, x509.ExtKeyUsageClientAuth, p.AdminCert, p.AdminKey); err != nil {
+	if err := leaf(4, pkix.Name{CommonName: "rainbow-local"}, x509.ExtKeyUsageServerAuth, p.KubeletCert, p.KubeletKey,
+		[]net.IP{net.ParseIP("127.0.0.1")}); err != nil {
+		return nil, err
+	}
+	if err := leaf(5, pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}},
+		x509.ExtKeyUsageClientAuth, p.KubeletClientCert, p.KubeletClientKey, nil); err != nil {
+		return nil, err
+	}
+	if err := leaf(3, pkix.Name{CommonName: "rainbow-admin", Organization: []string{"system:masters"}}, x509.ExtKeyUsageClientAuth, p.AdminCert, p.AdminKey, nil); err != nil {
 		return nil, err
 	}
 
