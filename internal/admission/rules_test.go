@@ -21,8 +21,9 @@ func twor(worker, object string) *v1alpha1.TemporalWorkerOwnedResource {
 }
 
 const (
-	goodHPA = `{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"scaleTargetRef":null,"minReplicas":1,"maxReplicas":5}}`
-	goodPDB = `{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","spec":{"minAvailable":1,"selector":{"matchLabels":null}}}`
+	goodHPA  = `{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"scaleTargetRef":null,"minReplicas":1,"maxReplicas":5}}`
+	goodHPA2 = `{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"scaleTargetRef":null,"minReplicas":2,"maxReplicas":5}}`
+	goodPDB  = `{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","spec":{"minAvailable":1,"selector":{"matchLabels":null}}}`
 )
 
 // TestValidate is the whole table of rules that need no API call: each

@@ -31,8 +31,9 @@ var tworGroupKind = v1alpha1.GroupVersion.WithKind("TemporalWorkerOwnedResource"
 // applies Validate, then refuses kinds the API server does not serve or
 // that are cluster-scoped, then asks whether the requesting user may create
 // (or update) that kind in the namespace and the controller may create,
-// patch and delete it. On delete both must be allowed to delete it. An
-// update that leaves the spec as it was is admitted unchecked.
+// patch and delete it. On delete both must be allowed to delete it, and so
+// on an update that changes the kind, for the old kind. An update that
+// leaves the spec as it was is admitted unchecked.
 type Validator struct {
 	Kinds  KindResolver
 	Access AccessReviewer
@@ -70,7 +71,13 @@ func (v *Validator) Handle(ctx context.Context, req cradmission.Request) cradmis
 		if specUnchanged(twor, old) {
 			return cradmission.Allowed("spec unchanged")
 		}
-		return v.admitWrite(ctx, req, twor, old, "update")
+		resp := v.admitWrite(ctx, req, twor, old, "update")
+		if gk, _ := ObjectGVK(twor); resp.Allowed && kindOf(old) != gk.GroupKind() {
+			// The controller deletes the copies of the old kind on the
+			// author's behalf.
+			return v.admitDelete(ctx, req, old)
+		}
+		return resp
 	case req.Operation == admissionv1.Delete && old != nil:
 		return v.admitDelete(ctx, req, old)
 	}
@@ -134,6 +141,12 @@ func (v *Validator) authorize(ctx context.Context, req cradmission.Request, reso
 		return cradmission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: &status}}
 	}
 	return cradmission.Allowed("")
+}
+
+// kindOf is the group and kind of a TWOR's spec.object; empty if none.
+func kindOf(twor *v1alpha1.TemporalWorkerOwnedResource) schema.GroupKind {
+	gvk, _ := ObjectGVK(twor)
+	return gvk.GroupKind()
 }
 
 // invalid is a denial carrying errs as the API server's own validation

@@ -37,6 +37,7 @@ func (f *fakeReviewer) Review(_ context.Context, spec authorizationv1.SubjectAcc
 func testMapper() meta.RESTMapper {
 	m := meta.NewDefaultRESTMapper(nil)
 	m.Add(schema.GroupVersionKind{Group: "autoscaling", Version: "v2", Kind: "HorizontalPodAutoscaler"}, meta.RESTScopeNamespace)
+	m.Add(schema.GroupVersionKind{Group: "policy", Version: "v1", Kind: "PodDisruptionBudget"}, meta.RESTScopeNamespace)
 	m.Add(schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"}, meta.RESTScopeRoot)
 	return m
 }
@@ -50,6 +51,7 @@ func allowAll() *fakeReviewer {
 		for _, verb := range []string{"create", "update", "patch", "delete"} {
 			allow[who+" "+verb+" horizontalpodautoscalers"] = true
 		}
+		allow[who+" delete poddisruptionbudgets"] = true
 	}
 	return &fakeReviewer{allow: allow}
 }
@@ -111,8 +113,16 @@ func TestHandle(t *testing.T) {
 				controllerSA + " create horizontalpodautoscalers": true, controllerSA + " patch horizontalpodautoscalers": true}},
 			code: http.StatusForbidden, message: `the controller "` + controllerSA + `" may not delete horizontalpodautoscalers.autoscaling`,
 			reviews: []string{"alice create", controllerSA + " create", controllerSA + " patch", controllerSA + " delete"}},
-		{name: "update asks update of the user", op: admissionv1.Update, obj: twor("w", goodHPA), old: twor("w", goodPDB), reviewer: allowAll(),
+		{name: "update asks update of the user", op: admissionv1.Update, obj: twor("w", goodHPA), old: twor("w", goodHPA2), reviewer: allowAll(),
 			reviews: []string{"alice update", controllerSA + " create", controllerSA + " patch", controllerSA + " delete"}},
+		{name: "a new kind asks delete of the old kind too", op: admissionv1.Update, obj: twor("w", goodHPA), old: twor("w", goodPDB), reviewer: allowAll(),
+			reviews: []string{"alice update", controllerSA + " create", controllerSA + " patch", controllerSA + " delete",
+				"alice delete poddisruptionbudgets", controllerSA + " delete poddisruptionbudgets"}},
+		{name: "a new kind refused to a user who may not delete the old", op: admissionv1.Update, obj: twor("w", goodHPA), old: twor("w", goodPDB),
+			reviewer: &fakeReviewer{allow: map[string]bool{"alice update horizontalpodautoscalers": true, controllerSA + " create horizontalpodautoscalers": true,
+				controllerSA + " patch horizontalpodautoscalers": true, controllerSA + " delete horizontalpodautoscalers": true}},
+			code: http.StatusForbidden, message: `user "alice" may not delete poddisruptionbudgets.policy`,
+			reviews: []string{"alice update", controllerSA + " create", controllerSA + " patch", controllerSA + " delete", "alice delete poddisruptionbudgets"}},
 		{name: "update refused without update", op: admissionv1.Update, obj: twor("w", goodHPA), old: twor("w", goodPDB),
 			reviewer: &fakeReviewer{allow: map[string]bool{"alice create horizontalpodautoscalers": true}},
 			code:     http.StatusForbidden, message: `user "alice" may not update`, reviews: []string{"alice update"}},
@@ -146,9 +156,14 @@ func TestHandle(t *testing.T) {
 			}
 			var got []string
 			for _, r := range c.reviewer.reviews {
-				got = append(got, r.User+" "+r.ResourceAttributes.Verb)
-				if a := r.ResourceAttributes; a.Namespace != "ns" || a.Group != "autoscaling" || a.Resource != "horizontalpodautoscalers" {
-					t.Errorf("review of %+v, want horizontalpodautoscalers.autoscaling in ns", a)
+				a := r.ResourceAttributes
+				switch {
+				case a.Namespace == "ns" && a.Group == "autoscaling" && a.Resource == "horizontalpodautoscalers":
+					got = append(got, r.User+" "+a.Verb)
+				case a.Namespace == "ns" && a.Group == "policy" && a.Resource == "poddisruptionbudgets":
+					got = append(got, r.User+" "+a.Verb+" "+a.Resource)
+				default:
+					t.Errorf("review of %+v, want horizontalpodautoscalers.autoscaling or poddisruptionbudgets.policy in ns", a)
 				}
 				if r.User == "alice" && (len(r.Groups) != 1 || r.Extra["k"][0] != "v") {
 					t.Errorf("the user's review lacks their groups or extra: %+v", r)
