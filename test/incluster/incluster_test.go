@@ -1,0 +1,492 @@
+// Package incluster installs the controller into the local environment the
+// way users install it, `kubectl apply --server-side -k config/default`,
+// and tests it running as pods: under its own service account and RBAC,
+// with the in-cluster configuration the node agent gives pods (projected
+// service-account token, CA, KUBERNETES_SERVICE_HOST/PORT), leader election
+// between two replicas, `kubectl logs`, the probes and the webhook behind
+// its Service. Its environment runs no other controller (unlike
+// test/integration's, which runs one in the test process).
+package incluster
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/dev/demoworker"
+	"github.com/rainbow-deploy/rainbow/internal/buildid"
+	"github.com/rainbow-deploy/rainbow/internal/manager"
+	"github.com/rainbow-deploy/rainbow/test/harness"
+)
+
+var env *harness.Env
+
+func TestMain(m *testing.M) { harness.Main(m, &env) }
+
+const (
+	systemNS   = "rainbow-system"
+	deployName = "rainbow-controller"
+	managerSA  = "system:serviceaccount:rainbow-system:rainbow-manager"
+)
+
+// podNetwork holds the addresses the node agent gives pods.
+var podNetwork = netip.MustParsePrefix("198.18.0.0/15")
+
+func TestControllerRunsInCluster(t *testing.T) {
+	if _, err := os.Stat(filepath.Join(env.BinDir, "manager")); err != nil {
+		t.Fatalf("the manager is not built (the image rainbow.local/manager runs .cache/bin/manager): run `make bins`: %v", err)
+	}
+	ctx := context.Background()
+	install(t)
+	pods := waitReplicasReady(t, 2, nil)
+
+	t.Run("probes on the pod addresses", func(t *testing.T) {
+		for _, p := range pods {
+			// The readiness probe waits initialDelaySeconds (5) before its first
+			// try; a container without one would be ready after a second.
+			var readyAt time.Time
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady {
+					readyAt = c.LastTransitionTime.Time
+				}
+			}
+			if cs := p.Status.ContainerStatuses; len(cs) == 1 && cs[0].State.Running != nil {
+				if d := readyAt.Sub(cs[0].State.Running.StartedAt.Time); d < 4*time.Second {
+					t.Errorf("pod %s was Ready %s after its container started, before the readiness probe's initial delay", p.Name, d)
+				}
+			}
+			if a, err := netip.ParseAddr(p.Status.PodIP); err != nil || !podNetwork.Contains(a) {
+				t.Errorf("pod %s has address %q, want one of %s", p.Name, p.Status.PodIP, podNetwork)
+			}
+			// The readiness probe's target, as the node agent calls it.
+			resp, err := http.Get("http://" + net.JoinHostPort(p.Status.PodIP, "8081") + "/readyz")
+			if err != nil {
+				t.Errorf("pod %s: /readyz: %v", p.Name, err)
+				continue
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("pod %s: /readyz answered %d", p.Name, resp.StatusCode)
+			}
+		}
+		if pods[0].Status.PodIP == pods[1].Status.PodIP {
+			t.Errorf("both replicas have the address %s", pods[0].Status.PodIP)
+		}
+	})
+
+	leader := waitLeader(t, podNames(pods), "")
+	t.Run("one leader", func(t *testing.T) {
+		harness.Eventually(t, 30*time.Second, "only "+leader+" reports leader_election_master_status 1", func() (bool, string) {
+			var leaders []string
+			for _, p := range pods {
+				if isLeader(p) {
+					leaders = append(leaders, p.Name)
+				}
+			}
+			return slices.Equal(leaders, []string{leader}), fmt.Sprintf("leaders by their metrics: %v", leaders)
+		})
+	})
+	t.Run("runs as its service account, with a token bound to its pod", func(t *testing.T) {
+		harness.Eventually(t, time.Minute, "the audit log shows the leader renewing the Lease as "+managerSA+" with a token of pod "+leader,
+			func() (bool, string) { return leaseWrittenBy(t, leader) })
+	})
+	t.Run("the webhook answers behind its Service", func(t *testing.T) {
+		if err := env.WaitForWebhook(ctx, 2*time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("kubectl logs", func(t *testing.T) {
+		harness.Eventually(t, 30*time.Second, "kubectl logs of the leader shows it acquired the Lease", func() (bool, string) {
+			out, err := env.Kubectl(nil, "logs", "-n", systemNS, leader)
+			if err != nil {
+				return false, err.Error()
+			}
+			return strings.Contains(string(out), `"msg":"Successfully acquired lease","lock":"`+systemNS+"/"+manager.LeaderElectionID), lastLine(out)
+		})
+		out, err := env.Kubectl(nil, "logs", "-n", systemNS, leader, "--tail=1")
+		if err != nil || strings.Count(string(out), "\n") != 1 || !json.Valid(bytes.TrimSpace(out)) {
+			t.Errorf("kubectl logs --tail=1: %q, %v; want one JSON log line", out, err)
+		}
+	})
+
+	tt := env.NewTest(t)
+	r := newRollout(tt)
+	t.Run("a rollout through the in-cluster controller", func(t *testing.T) {
+		r.create("v1")
+		r.waitCurrent(4*time.Minute, r.buildID())
+	})
+
+	t.Run("another replica takes over when the leader goes", func(t *testing.T) {
+		if err := env.Clients.CoreV1().Pods(systemNS).Delete(ctx, leader, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// The leader releases the Lease as it stops. The standby retries every
+		// 2s; the pod replacing the deleted one may get there first, as in any
+		// cluster: either will do, as long as it is not the old leader.
+		next := waitLeader(t, nil, leader)
+		t.Logf("the leader was %s, now %s (the standby was %v)", leader, next, slices.DeleteFunc(podNames(pods), func(n string) bool { return n == leader }))
+		harness.Eventually(t, time.Minute, "the new leader writes as "+managerSA+" with a token of pod "+next,
+			func() (bool, string) { return leaseWrittenBy(t, next) })
+		// The Deployment replaces the deleted pod; both replicas become ready again.
+		waitReplicasReady(t, 2, []string{leader})
+		r.setImage("v2")
+		build := r.buildID()
+		r.waitCurrent(4*time.Minute, build)
+		if got := r.hello(); !strings.Contains(got, build) {
+			t.Errorf("Hello answered %q, want the new version %s to run it", got, build)
+		}
+		leader = next
+	})
+
+	t.Run("the standby takes over when the leader is scaled away", func(t *testing.T) {
+		standby := slices.DeleteFunc(podNames(waitReplicasReady(t, 2, nil)), func(n string) bool { return n == leader })
+		if len(standby) != 1 {
+			t.Fatalf("want one standby besides %s, have %v", leader, standby)
+		}
+		// The ReplicaSet removes the pod with the lowest deletion cost first.
+		if _, err := env.Kubectl(nil, "annotate", "-n", systemNS, "pod/"+leader, "controller.kubernetes.io/pod-deletion-cost=-100"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := env.Kubectl(nil, "scale", "-n", systemNS, "deployment/"+deployName, "--replicas=1"); err != nil {
+			t.Fatal(err)
+		}
+		waitLeader(t, standby, leader)
+		harness.Eventually(t, time.Minute, "the standby writes as "+managerSA+" with a token of pod "+standby[0],
+			func() (bool, string) { return leaseWrittenBy(t, standby[0]) })
+	})
+}
+
+// isLeader reads controller-runtime's leader_election_master_status from
+// the pod's metrics endpoint.
+func isLeader(p corev1.Pod) bool {
+	resp, err := http.Get("http://" + net.JoinHostPort(p.Status.PodIP, "8080") + "/metrics")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if sc.Text() == `leader_election_master_status{name="`+manager.LeaderElectionID+`"} 1` {
+			return true
+		}
+	}
+	return false
+}
+
+// install applies config/default, with two replicas that bind their
+// endpoints to their pod's address: pods share the node's network here,
+// so two replicas listening on all addresses would take each other's ports.
+func install(t *testing.T) {
+	t.Helper()
+	out, err := env.Kubectl(nil, "kustomize", "config/default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
+	patched := false
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); err != nil {
+			break
+		}
+		if obj.GetKind() == "Deployment" && obj.GetName() == deployName {
+			patchReplicas(t, obj)
+			patched = true
+		}
+		items = append(items, obj)
+	}
+	if !patched {
+		t.Fatalf("config/default has no Deployment %s", deployName)
+	}
+	list, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The harness installed the CRDs and their admission policy already,
+	// under its own field manager: take them over.
+	if _, err := env.Kubectl(list, "apply", "--server-side", "--force-conflicts", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// patchReplicas sets two replicas and binds the metrics, probe and webhook
+// servers to $(POD_IP), the pod's own address.
+func patchReplicas(t *testing.T, obj *unstructured.Unstructured) {
+	t.Helper()
+	var d appsv1.Deployment
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &d); err != nil {
+		t.Fatal(err)
+	}
+	d.Spec.Replicas = ptr.To[int32](2)
+	c := &d.Spec.Template.Spec.Containers[0]
+	c.Env = append([]corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}}, c.Env...)
+	want := map[string]string{
+		"--metrics-bind-address=:8080":      "--metrics-bind-address=$(POD_IP):8080",
+		"--health-probe-bind-address=:8081": "--health-probe-bind-address=$(POD_IP):8081",
+	}
+	for i, a := range c.Args {
+		if to, ok := want[a]; ok {
+			c.Args[i] = to
+			delete(want, a)
+		}
+	}
+	if len(want) > 0 {
+		t.Fatalf("config/manager/manager.yaml no longer has the args %v: update this test", want)
+	}
+	c.Args = append(c.Args, "--webhook-host=$(POD_IP)")
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(u, "status")
+	obj.Object = u
+}
+
+// waitReplicasReady waits until the Deployment has want ready pods (none of
+// them named in gone) and returns them.
+func waitReplicasReady(t *testing.T, want int, gone []string) []corev1.Pod {
+	t.Helper()
+	var ready []corev1.Pod
+	harness.Eventually(t, 4*time.Minute, fmt.Sprintf("%d pods of %s Ready (readiness probe /readyz)", want, deployName), func() (bool, string) {
+		list, err := env.Clients.CoreV1().Pods(systemNS).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=controller"})
+		if err != nil {
+			return false, err.Error()
+		}
+		ready = ready[:0]
+		var seen []string
+		for _, p := range list.Items {
+			ok := p.DeletionTimestamp == nil && !slices.Contains(gone, p.Name) && podReady(&p)
+			if ok {
+				ready = append(ready, p)
+			}
+			seen = append(seen, describePod(&p))
+		}
+		return len(ready) == want, strings.Join(seen, "; ")
+	})
+	return ready
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func describePod(p *corev1.Pod) string {
+	s := fmt.Sprintf("%s %s ip=%s ready=%v", p.Name, p.Status.Phase, p.Status.PodIP, podReady(p))
+	for _, cs := range p.Status.ContainerStatuses {
+		s += fmt.Sprintf(" restarts=%d", cs.RestartCount)
+		if w := cs.State.Waiting; w != nil {
+			s += fmt.Sprintf(" waiting %s: %s", w.Reason, w.Message)
+		}
+	}
+	return s
+}
+
+func podNames(pods []corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+// waitLeader waits until one of candidates (any pod of the Deployment if
+// nil), not old, holds the Lease and returns its name. The holder identity
+// is "<hostname>_<uuid>", and each pod's hostname is its name.
+func waitLeader(t *testing.T, candidates []string, old string) string {
+	t.Helper()
+	var leader string
+	harness.Eventually(t, 2*time.Minute, fmt.Sprintf("one of %v holds the Lease %s", candidates, manager.LeaderElectionID), func() (bool, string) {
+		var lease coordinationv1.Lease
+		if err := env.Kube.Get(context.Background(), crclient.ObjectKey{Namespace: systemNS, Name: manager.LeaderElectionID}, &lease); err != nil {
+			return false, err.Error()
+		}
+		holder := ptr.Deref(lease.Spec.HolderIdentity, "")
+		pod, _, _ := strings.Cut(holder, "_")
+		leader = pod
+		ok := pod != "" && pod != old && (candidates == nil && strings.HasPrefix(pod, deployName+"-") || slices.Contains(candidates, pod))
+		return ok, "holder " + holder
+	})
+	return leader
+}
+
+// auditEvent is what the test reads of the API server's audit log.
+type auditEvent struct {
+	Verb       string `json:"verb"`
+	RequestURI string `json:"requestURI"`
+	User       struct {
+		Username string              `json:"username"`
+		Extra    map[string][]string `json:"extra"`
+	} `json:"user"`
+	ResponseStatus struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+}
+
+// leaseWrittenBy reports whether the audit log holds a successful write of
+// the Lease by the controller's service account with a token bound to pod.
+func leaseWrittenBy(t *testing.T, pod string) (bool, string) {
+	t.Helper()
+	f, err := os.Open(filepath.Join(env.Info.Dir, "logs", "audit.log"))
+	if err != nil {
+		return false, err.Error()
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	seen := "no write of the Lease"
+	for sc.Scan() {
+		var e auditEvent
+		if json.Unmarshal(sc.Bytes(), &e) != nil || !strings.Contains(e.RequestURI, "/leases/"+manager.LeaderElectionID) {
+			continue
+		}
+		seen = fmt.Sprintf("%s by %s of pod %v: %d", e.Verb, e.User.Username, e.User.Extra["authentication.kubernetes.io/pod-name"], e.ResponseStatus.Code)
+		if e.User.Username == managerSA && slices.Equal(e.User.Extra["authentication.kubernetes.io/pod-name"], []string{pod}) &&
+			e.ResponseStatus.Code < 300 {
+			return true, seen
+		}
+	}
+	return false, seen
+}
+
+func lastLine(out []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return lines[len(lines)-1]
+}
+
+// rollout is a TemporalWorkerDeployment of the demo worker in the test's
+// namespace.
+type rollout struct {
+	*harness.T
+	name, taskQueue string
+}
+
+func newRollout(tt *harness.T) *rollout {
+	conn := &v1alpha1.TemporalConnection{
+		ObjectMeta: metav1.ObjectMeta{Name: "temporal", Namespace: tt.Namespace},
+		Spec:       v1alpha1.TemporalConnectionSpec{HostPort: tt.Env.Info.TemporalAddress},
+	}
+	if err := tt.Env.Kube.Create(context.Background(), conn); err != nil {
+		tt.Fatal(err)
+	}
+	return &rollout{T: tt, name: "orders", taskQueue: tt.TaskQueue("orders")}
+}
+
+func (r *rollout) create(tag string) {
+	r.Helper()
+	twd := &v1alpha1.TemporalWorkerDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: r.name, Namespace: r.Namespace},
+		Spec: v1alpha1.TemporalWorkerDeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				TerminationGracePeriodSeconds: ptr.To[int64](5),
+				Containers: []corev1.Container{{
+					Name: "worker", Image: "rainbow.local/demo-worker:" + tag,
+					Env: []corev1.EnvVar{{Name: "DEMO_TASK_QUEUE", Value: r.taskQueue}},
+				}},
+			}},
+			WorkerOptions: v1alpha1.WorkerOptions{
+				ConnectionRef:     v1alpha1.ConnectionReference{Name: "temporal"},
+				TemporalNamespace: r.Env.Info.TemporalNamespace,
+			},
+			Rollout: v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyAllAtOnce},
+			Sunset: v1alpha1.SunsetSpec{
+				ScaledownDelay: &metav1.Duration{Duration: 2 * time.Second},
+				DeleteDelay:    &metav1.Duration{Duration: 3 * time.Second},
+			},
+		},
+	}
+	if err := r.Env.Kube.Create(context.Background(), twd); err != nil {
+		r.Fatalf("create TemporalWorkerDeployment: %v", err)
+	}
+}
+
+func (r *rollout) get() *v1alpha1.TemporalWorkerDeployment {
+	r.Helper()
+	var twd v1alpha1.TemporalWorkerDeployment
+	if err := r.Env.Kube.Get(context.Background(), crclient.ObjectKey{Namespace: r.Namespace, Name: r.name}, &twd); err != nil {
+		r.Fatalf("get TemporalWorkerDeployment: %v", err)
+	}
+	return &twd
+}
+
+func (r *rollout) buildID() string { return buildid.Of(&r.get().Spec) }
+
+func (r *rollout) setImage(tag string) {
+	r.Helper()
+	for i := 0; ; i++ {
+		twd := r.get()
+		twd.Spec.Template.Spec.Containers[0].Image = "rainbow.local/demo-worker:" + tag
+		err := r.Env.Kube.Update(context.Background(), twd)
+		if err == nil {
+			return
+		}
+		if i > 10 {
+			r.Fatalf("update TemporalWorkerDeployment: %v", err)
+		}
+	}
+}
+
+// waitCurrent waits until build is the current version and Ready=True.
+func (r *rollout) waitCurrent(timeout time.Duration, build string) {
+	r.Helper()
+	r.Eventually(timeout, "version "+build+" current and Ready=True", func() (bool, string) {
+		twd := r.get()
+		c := meta.FindStatusCondition(twd.Status.Conditions, v1alpha1.ConditionReady)
+		seen := fmt.Sprintf("observed=%d/%d", twd.Status.ObservedGeneration, twd.Generation)
+		if c != nil {
+			seen += fmt.Sprintf(" Ready=%s/%s(%q)", c.Status, c.Reason, c.Message)
+		}
+		if v := twd.Status.CurrentVersion; v != nil {
+			seen += " current=" + v.BuildID
+		}
+		return twd.Status.ObservedGeneration == twd.Generation && c != nil && c.Status == metav1.ConditionTrue &&
+			twd.Status.CurrentVersion != nil && twd.Status.CurrentVersion.BuildID == build, seen
+	})
+}
+
+// hello runs the demo's short workflow; its answer names the build that ran it.
+func (r *rollout) hello() string {
+	r.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run, err := r.Env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: r.taskQueue}, demoworker.HelloWorkflow, "test")
+	if err != nil {
+		r.Fatalf("start Hello: %v", err)
+	}
+	var out string
+	if err := run.Get(ctx, &out); err != nil {
+		r.Fatalf("Hello: %v", err)
+	}
+	return out
+}
