@@ -114,13 +114,19 @@ func setWebhookPort(vwc *unstructured.Unstructured, port int) error {
 // WaitForWebhook waits until the API server calls the webhook and gets its
 // answer: a dry-run TemporalWorkerOwnedResource without a kind is refused
 // by the webhook (the schema alone would admit it), not for failing to
-// reach it.
+// reach it. The probe is made in WebhookNamespace.
 func (e *Env) WaitForWebhook(ctx context.Context, timeout time.Duration) error {
+	return e.WaitForWebhookIn(ctx, WebhookNamespace, timeout)
+}
+
+// WaitForWebhookIn is WaitForWebhook with the probe in namespace ns, for a
+// webhook configuration that selects namespaces.
+func (e *Env) WaitForWebhookIn(ctx context.Context, ns string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	const want = "spec.object.kind: Required value"
 	for {
 		probe := &rainbowv1alpha1.TemporalWorkerOwnedResource{
-			ObjectMeta: metav1.ObjectMeta{Name: "webhook-probe", Namespace: WebhookNamespace},
+			ObjectMeta: metav1.ObjectMeta{Name: "webhook-probe", Namespace: ns},
 			Spec: rainbowv1alpha1.TemporalWorkerOwnedResourceSpec{
 				WorkerRef: rainbowv1alpha1.WorkerReference{Name: "probe"},
 				Object:    apiextensionsv1.JSON{Raw: []byte(`{"apiVersion":"v1"}`)},

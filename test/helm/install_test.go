@@ -2,31 +2,52 @@ package helm
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/dev/demoworker"
+	"github.com/rainbow-deploy/rainbow/internal/buildid"
 	"github.com/rainbow-deploy/rainbow/test/harness"
 )
 
-// TestHelmInstall installs, upgrades and uninstalls both charts in the local
-// environment with helm, against its real API server, as docs/install.md
-// says: the CRDs chart first, then the controller.
+// TestHelmInstall installs both charts into the local environment with
+// helm, against its real API server, as docs/install.md says (the CRDs
+// first), and rolls out through the controller the chart runs as a pod
+// under its own service account: a TemporalWorkerDeployment of the demo
+// worker with an HPA per version (the webhook admits it through its
+// Service). helm upgrade then restricts the controller to the workers'
+// namespace (watchNamespaces: Roles instead of the ClusterRole) and a second
+// version rolls out under those permissions. Uninstalling removes it all
+// but the CRDs.
 func TestHelmInstall(t *testing.T) {
-	tt := env.NewTest(t)
-	ns := tt.Namespace
+	if _, err := os.Stat(filepath.Join(env.BinDir, "manager")); err != nil {
+		t.Fatalf("the image rainbow.local/manager runs .cache/bin/manager, which is not built: run `make bins`: %v", err)
+	}
+	ctx := context.Background()
+	tt := env.NewTest(t) // the workers' namespace
+	system := namespace(t, "rainbow-"+tt.Suffix)
 	crds := crdNames(t)
 
 	// The harness installed config/crd for every package; the chart installs
 	// them afresh.
 	deleteHarnessCRDs(tt, crds)
-	mustHelm(t, "install", "rainbow-crds", "charts/rainbow-crds", "--namespace", ns, "--wait", "--timeout", "3m")
+	mustHelm(t, "install", "rainbow-crds", "charts/rainbow-crds", "--namespace", system, "--wait", "--timeout", "3m")
 	for _, name := range crds {
 		crd := getCRD(t, name)
 		if crd.Labels["app.kubernetes.io/managed-by"] != "Helm" || crd.Annotations["meta.helm.sh/release-name"] != "rainbow-crds" || !established(crd) {
@@ -40,42 +61,66 @@ func TestHelmInstall(t *testing.T) {
 	// helm upgrade updates the CRDs (they are templates, not files under
 	// crds/, which helm installs once and never updates).
 	changed := copyDir(t, filepath.Join(env.Root, "charts", "rainbow-crds"))
-	crdFile := filepath.Join(changed, "files", "crds", "temporal.io_temporalconnections.yaml")
-	replaceInFile(t, crdFile, "name: Host\n", "name: Address\n")
-	mustHelm(t, "upgrade", "rainbow-crds", changed, "--namespace", ns, "--wait", "--timeout", "3m")
+	replaceInFile(t, filepath.Join(changed, "files", "crds", "temporal.io_temporalconnections.yaml"), "name: Host\n", "name: Address\n")
+	mustHelm(t, "upgrade", "rainbow-crds", changed, "--namespace", system, "--wait", "--timeout", "3m")
 	if col := getCRD(t, "temporalconnections.temporal.io").Spec.Versions[0].AdditionalPrinterColumns[0].Name; col != "Address" {
 		t.Errorf("after helm upgrade the first printer column of temporalconnections is %q, want the chart's new Address", col)
 	}
-	mustHelm(t, "upgrade", "rainbow-crds", "charts/rainbow-crds", "--namespace", ns, "--wait", "--timeout", "3m")
+	mustHelm(t, "upgrade", "rainbow-crds", "charts/rainbow-crds", "--namespace", system, "--wait", "--timeout", "3m")
 	if col := getCRD(t, "temporalconnections.temporal.io").Spec.Versions[0].AdditionalPrinterColumns[0].Name; col != "Host" {
 		t.Errorf("after upgrading back the first printer column is %q, want Host", col)
 	}
 
-	// The controller. Its pod cannot run in the local environment yet (the
-	// node agent gives processes no in-cluster configuration): no replicas.
-	args := []string{"install", "rainbow", "charts/rainbow", "--namespace", ns, "--wait", "--timeout", "3m",
-		"--set", "replicas=0", "--set", "identity=rainbow-" + tt.Suffix}
-	mustHelm(t, args...)
-	manifest := mustHelm(t, "get", "manifest", "rainbow", "--namespace", ns)
-	if out, err := env.Kubectl(manifest, "get", "-f", "-", "-o", "name"); err != nil {
-		t.Errorf("the release's objects are not all in the cluster: %v", err)
-	} else if n := len(strings.Fields(string(out))); n != len(decode(t, manifest)) {
-		t.Errorf("%d of the release's %d objects are in the cluster", n, len(decode(t, manifest)))
+	// The controller, with the default image name (the node agent runs
+	// .cache/bin/manager for it). Pods share the machine's network here, so
+	// the manager binds its pod's own address rather than all addresses
+	// (docs/local-environment.md#network).
+	mustHelm(t, "install", "rainbow", "charts/rainbow", "--namespace", system, "--wait", "--timeout", "5m",
+		"--set", "identity=rainbow-"+tt.Suffix,
+		"--set-json", `extraEnv=[{"name":"POD_IP","valueFrom":{"fieldRef":{"fieldPath":"status.podIP"}}}]`,
+		"--set-json", `extraArgs=["--metrics-bind-address=$(POD_IP):8080","--health-probe-bind-address=$(POD_IP):8081","--webhook-host=$(POD_IP)"]`)
+	manifest := mustHelm(t, "get", "manifest", "rainbow", "--namespace", system)
+	// What the chart's notes say to run.
+	if out, err := env.Kubectl(nil, "-n", system, "rollout", "status", "deployment/rainbow-controller", "--timeout=4m"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
 	}
-	mustHelm(t, "upgrade", "rainbow", "charts/rainbow", "--namespace", ns, "--reuse-values", "--set", "maxVersions=50", "--wait", "--timeout", "3m")
-	if out, err := env.Kubectl(nil, "-n", ns, "get", "deployment", "rainbow-controller", "-o", "jsonpath={.spec.template.spec.containers[0].args}"); err != nil ||
-		!strings.Contains(string(out), "--max-versions=50") || !strings.Contains(string(out), "--identity=rainbow-"+tt.Suffix) {
-		t.Errorf("after helm upgrade --set maxVersions=50 the manager's args are %s (%v)", out, err)
+	if err := env.WaitForWebhookIn(ctx, tt.Namespace, 2*time.Minute); err != nil {
+		t.Fatal(err)
 	}
 
-	// Uninstalling removes the controller's objects, cluster-scoped ones
-	// too, and keeps the CRDs (helm.sh/resource-policy: keep), whose
-	// deletion would delete every TemporalWorkerDeployment.
-	mustHelm(t, "uninstall", "rainbow", "--namespace", ns, "--wait", "--timeout", "3m")
+	w := newWorkers(tt)
+	w.waitCurrent(4*time.Minute, "v1")
+
+	// Restricted to the workers' namespace: a Role there replaces the
+	// ClusterRole's namespaced rules, and the manager watches only it.
+	mustHelm(t, "upgrade", "rainbow", "charts/rainbow", "--namespace", system, "--reuse-values", "--wait", "--timeout", "5m",
+		"--set", "watchNamespaces={"+tt.Namespace+"}")
+	if out, err := env.Kubectl(nil, "-n", system, "rollout", "status", "deployment/rainbow-controller", "--timeout=4m"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	role := &rbacv1.Role{}
+	if err := env.Kube.Get(ctx, crclient.ObjectKey{Namespace: tt.Namespace, Name: "rainbow-manager"}, role); err != nil {
+		t.Fatalf("no Role rainbow-manager in the watched namespace after the upgrade: %v", err)
+	}
+	if err := env.WaitForWebhookIn(ctx, tt.Namespace, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	w.setImage("v2")
+	w.waitCurrent(4*time.Minute, "v2")
+	if got := w.hello(); !strings.Contains(got, w.buildID()) {
+		t.Errorf("Hello answered %q, want the new version %s to run it", got, w.buildID())
+	}
+
+	// Uninstalling: first what has the controller's finalizers, while it
+	// runs; then the controller's objects, cluster-scoped ones too. The CRDs
+	// stay (helm.sh/resource-policy: keep): deleting them would delete every
+	// TemporalWorkerDeployment.
+	w.delete()
+	mustHelm(t, "uninstall", "rainbow", "--namespace", system, "--wait", "--timeout", "3m")
 	if out, err := env.Kubectl(manifest, "get", "-f", "-", "-o", "name", "--ignore-not-found"); err != nil || len(out) > 0 {
 		t.Errorf("after helm uninstall these objects remain: %s (%v)", out, err)
 	}
-	mustHelm(t, "uninstall", "rainbow-crds", "--namespace", ns, "--wait", "--timeout", "3m")
+	mustHelm(t, "uninstall", "rainbow-crds", "--namespace", system, "--wait", "--timeout", "3m")
 	for _, name := range crds {
 		if crd := getCRD(t, name); crd.DeletionTimestamp != nil {
 			t.Errorf("CRD %s is being deleted after helm uninstall rainbow-crds; want it kept", name)
@@ -83,6 +128,109 @@ func TestHelmInstall(t *testing.T) {
 	}
 	if out, err := env.Kubectl(nil, "get", "validatingadmissionpolicy", "rainbow-twd-background-deletion", "--ignore-not-found", "-o", "name"); err != nil || len(out) > 0 {
 		t.Errorf("the deletion policy remains after helm uninstall rainbow-crds: %s (%v)", out, err)
+	}
+}
+
+// workers are the examples a user applies once the controller runs:
+// examples/connection/plaintext.yaml, examples/rollouts/allatonce.yaml
+// and examples/twor-hpa.yaml for it, in the test's namespace, with this
+// environment's Temporal and a task queue of the test's own.
+type workers struct {
+	*harness.T
+	twd  *v1alpha1.TemporalWorkerDeployment
+	twor *v1alpha1.TemporalWorkerOwnedResource
+	conn *v1alpha1.TemporalConnection
+}
+
+func newWorkers(tt *harness.T) *workers {
+	tt.Helper()
+	w := &workers{T: tt, twd: &v1alpha1.TemporalWorkerDeployment{}, twor: &v1alpha1.TemporalWorkerOwnedResource{}, conn: &v1alpha1.TemporalConnection{}}
+	env.ReadExample(tt, "connection/plaintext.yaml", w.conn)
+	env.ReadExample(tt, "rollouts/allatonce.yaml", w.twd)
+	env.ReadExample(tt, "twor-hpa.yaml", w.twor)
+	w.conn.Namespace, w.twd.Namespace, w.twor.Namespace = tt.Namespace, tt.Namespace, tt.Namespace
+	w.conn.Spec.HostPort = env.Info.TemporalAddress
+	w.twd.Spec.WorkerOptions.TemporalNamespace = env.Info.TemporalNamespace
+	w.twd.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "DEMO_TASK_QUEUE", Value: tt.TaskQueue("demo")}}
+	w.twor.Spec.WorkerRef.Name = w.twd.Name
+	for _, obj := range []crclient.Object{w.conn, w.twd, w.twor} {
+		if err := env.Kube.Create(context.Background(), obj); err != nil {
+			tt.Fatalf("create %T: %v", obj, err)
+		}
+	}
+	return w
+}
+
+func (w *workers) buildID() string {
+	w.Helper()
+	if err := env.Kube.Get(context.Background(), crclient.ObjectKeyFromObject(w.twd), w.twd); err != nil {
+		w.Fatal(err)
+	}
+	return buildid.Of(&w.twd.Spec)
+}
+
+// setImage rolls out the demo worker's image with tag.
+func (w *workers) setImage(tag string) {
+	w.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		w.buildID() // reads the TWD
+		c := &w.twd.Spec.Template.Spec.Containers[0]
+		c.Image = c.Image[:strings.LastIndexByte(c.Image, ':')+1] + tag
+		return env.Kube.Update(context.Background(), w.twd)
+	})
+	if err != nil {
+		w.Fatal(err)
+	}
+}
+
+// waitCurrent waits until the image tag's version is current and the
+// rollout Ready, and its HPA is applied (the TWOR Ready).
+func (w *workers) waitCurrent(timeout time.Duration, tag string) {
+	w.Helper()
+	w.Eventually(timeout, "version "+tag+" current and Ready, and its HPA applied", func() (bool, string) {
+		build := w.buildID()
+		if err := env.Kube.Get(context.Background(), crclient.ObjectKeyFromObject(w.twor), w.twor); err != nil {
+			return false, err.Error()
+		}
+		twdReady := meta.FindStatusCondition(w.twd.Status.Conditions, v1alpha1.ConditionReady)
+		tworReady := meta.FindStatusCondition(w.twor.Status.Conditions, v1alpha1.ConditionReady)
+		applied := slices.ContainsFunc(w.twor.Status.Versions, func(v v1alpha1.OwnedResourceVersion) bool { return v.BuildID == build && v.Applied })
+		current := w.twd.Status.CurrentVersion != nil && w.twd.Status.CurrentVersion.BuildID == build
+		return strings.HasPrefix(build, tag+"-") && current && applied && w.twd.Status.ObservedGeneration == w.twd.Generation &&
+				twdReady != nil && twdReady.Status == metav1.ConditionTrue && tworReady != nil && tworReady.Status == metav1.ConditionTrue,
+			fmt.Sprintf("build %s; TWD %+v %+v; TWOR %+v %+v", build, w.twd.Status.CurrentVersion, twdReady, w.twor.Status.Versions, tworReady)
+	})
+}
+
+// hello runs the demo's short workflow; its answer names the build that ran it.
+func (w *workers) hello() string {
+	w.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	queue := w.twd.Spec.Template.Spec.Containers[0].Env[0].Value
+	run, err := env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: queue}, demoworker.HelloWorkflow, "helm")
+	if err != nil {
+		w.Fatal(err)
+	}
+	var out string
+	if err := run.Get(ctx, &out); err != nil {
+		w.Fatal(err)
+	}
+	return out
+}
+
+// delete deletes the examples, TWOR and TWD first, and waits until the
+// controller has let them go (finalizers).
+func (w *workers) delete() {
+	w.Helper()
+	for _, obj := range []crclient.Object{w.twor, w.twd, w.conn} {
+		if err := env.Kube.Delete(context.Background(), obj); err != nil {
+			w.Fatal(err)
+		}
+		w.Eventually(3*time.Minute, fmt.Sprintf("%T %s gone", obj, obj.GetName()), func() (bool, string) {
+			err := env.Kube.Get(context.Background(), crclient.ObjectKeyFromObject(obj), obj)
+			return apierrors.IsNotFound(err), fmt.Sprintf("finalizers %v (%v)", obj.GetFinalizers(), err)
+		})
 	}
 }
 
