@@ -264,7 +264,7 @@ func TestCDToolsFollowARollout(t *testing.T) {
 	orphan.Name = "cd-orphan"
 	orphan.Spec.WorkerOptions.ConnectionRef.Name = "missing"
 	r.create(orphan)
-	// A connection nobody answers on is not Ready; kstatus says InProgress.
+	// A connection nobody answers on is not Ready; kstatus says Failed.
 	unreachable := &v1alpha1.TemporalConnection{
 		ObjectMeta: metav1.ObjectMeta{Name: "unreachable", Namespace: r.Namespace},
 		Spec:       v1alpha1.TemporalConnectionSpec{HostPort: "127.0.0.1:1"},
@@ -373,8 +373,9 @@ func TestCDToolsFollowARollout(t *testing.T) {
 	}
 	r.record("connection-not-found", orphanView)
 
-	// The unreachable connection: not Ready, which kstatus reads as InProgress.
-	r.Eventually(time.Minute, "the unreachable TemporalConnection is InProgress", func() (bool, string) {
+	// The unreachable connection: not Ready and Stalled, which kstatus reads
+	// as Failed, so a tool waiting on it stops at once.
+	r.Eventually(time.Minute, "the unreachable TemporalConnection is Failed", func() (bool, string) {
 		u := liveObject(t, "TemporalConnection", r.Namespace, unreachable.Name)
 		res := kstatusOf(t, u)
 		obs, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
@@ -382,7 +383,7 @@ func TestCDToolsFollowARollout(t *testing.T) {
 		if len(res.Conditions) > 0 {
 			reason = res.Conditions[0].Reason
 		}
-		return res.Status == status.InProgressStatus && obs == u.GetGeneration() && reason == v1alpha1.ReasonTemporalClientCreationFailed,
+		return res.Status == status.FailedStatus && obs == u.GetGeneration() && reason == v1alpha1.ReasonTemporalClientCreationFailed,
 			fmt.Sprintf("%s (%s): %s", res.Status, reason, res.Message)
 	})
 

@@ -151,6 +151,14 @@ func (r *Reconciler) setReady(ctx context.Context, conn *v1alpha1.TemporalConnec
 	ready.ObservedGeneration = conn.Generation
 	ready.LastTransitionTime = metav1.NewTime(r.Clock.Now())
 	meta.SetStatusCondition(&conn.Status.Conditions, ready)
+	// kstatus' "failed": a connection that cannot be used needs someone to
+	// act, so tools waiting on it stop at once instead of timing out.
+	stalled := ready
+	stalled.Type, stalled.Status = v1alpha1.ConditionStalled, metav1.ConditionFalse
+	if ready.Status != metav1.ConditionTrue {
+		stalled.Status = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&conn.Status.Conditions, stalled)
 	conn.Status.ObservedGeneration = conn.Generation
 	if serverVersion != "" {
 		conn.Status.ServerVersion = serverVersion

@@ -123,6 +123,9 @@ func TestMissingSecret(t *testing.T) {
 	if got.Status.ObservedGeneration != 3 {
 		t.Errorf("observedGeneration = %d, want 3", got.Status.ObservedGeneration)
 	}
+	if st := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionStalled); st == nil || st.Status != metav1.ConditionTrue || st.Reason != ready.Reason {
+		t.Errorf("Stalled = %+v, want True with Ready's reason (kstatus: Failed)", st)
+	}
 	if res.RequeueAfter != firstRetry {
 		t.Errorf("RequeueAfter = %s, want %s", res.RequeueAfter, firstRetry)
 	}
@@ -192,6 +195,9 @@ func TestServerVersion(t *testing.T) {
 	got, c = ready()
 	if c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonReachable || !strings.HasSuffix(c.Message, "; server version 1.32.1") {
 		t.Errorf("after the upgrade Ready = %+v, want True/Reachable naming 1.32.1", c)
+	}
+	if st := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionStalled); st == nil || st.Status != metav1.ConditionFalse {
+		t.Errorf("after the upgrade Stalled = %+v, want False", st)
 	}
 	if got.Status.ServerVersion != "1.32.1" {
 		t.Errorf("serverVersion = %q, want 1.32.1", got.Status.ServerVersion)
