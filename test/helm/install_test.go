@@ -72,13 +72,12 @@ func TestHelmInstall(t *testing.T) {
 	}
 
 	// The controller, with the default image name (the node agent runs
-	// .cache/bin/manager for it). Pods share the machine's network here, so
-	// the manager binds its pod's own address rather than all addresses
-	// (docs/local-environment.md#network).
-	mustHelm(t, "install", "rainbow", "charts/rainbow", "--namespace", system, "--wait", "--timeout", "5m",
-		"--set", "identity=rainbow-"+tt.Suffix,
-		"--set-json", `extraEnv=[{"name":"POD_IP","valueFrom":{"fieldRef":{"fieldPath":"status.podIP"}}}]`,
-		"--set-json", `extraArgs=["--metrics-bind-address=$(POD_IP):8080","--health-probe-bind-address=$(POD_IP):8081","--webhook-host=$(POD_IP)"]`)
+	// .cache/bin/manager for it) and the values docs/local-environment.md
+	// gives: pods share the machine's network here, so the manager binds its
+	// pod's own address; else the upgrade's new pod would find its ports
+	// taken by the old one.
+	mustHelm(t, "install", "rainbow", "charts/rainbow", "--namespace", system, "--wait", "--timeout", "4m",
+		"-f", "examples/local-environment/rainbow-values.yaml", "--set", "identity=rainbow-"+tt.Suffix)
 	manifest := mustHelm(t, "get", "manifest", "rainbow", "--namespace", system)
 	// What the chart's notes say to run.
 	if out, err := env.Kubectl(nil, "-n", system, "rollout", "status", "deployment/rainbow-controller", "--timeout=4m"); err != nil {
@@ -93,7 +92,7 @@ func TestHelmInstall(t *testing.T) {
 
 	// Restricted to the workers' namespace: a Role there replaces the
 	// ClusterRole's namespaced rules, and the manager watches only it.
-	mustHelm(t, "upgrade", "rainbow", "charts/rainbow", "--namespace", system, "--reuse-values", "--wait", "--timeout", "5m",
+	mustHelm(t, "upgrade", "rainbow", "charts/rainbow", "--namespace", system, "--reuse-values", "--wait", "--timeout", "4m",
 		"--set", "watchNamespaces={"+tt.Namespace+"}")
 	if out, err := env.Kubectl(nil, "-n", system, "rollout", "status", "deployment/rainbow-controller", "--timeout=4m"); err != nil {
 		t.Fatalf("%v\n%s", err, out)

@@ -50,11 +50,11 @@ func helmPath(t testing.TB) string {
 	return path
 }
 
-// recordInputs reads every file of charts/ and config/ once, so that go
-// test's cache, which knows only the files the test process itself opens,
-// reruns these tests when what helm and kubectl read changes.
+// recordInputs reads every file of charts/, config/ and examples/ once, so
+// that go test's cache, which knows only the files the test process itself
+// opens, reruns these tests when what helm and kubectl read changes.
 var recordInputs = sync.OnceValue(func() error {
-	for _, dir := range []string{"charts", "config"} {
+	for _, dir := range []string{"charts", "config", "examples"} {
 		err := filepath.WalkDir(filepath.Join(env.Root, dir), func(path string, d fs.DirEntry, err error) error {
 			if err == nil && !d.IsDir() {
 				_, err = os.ReadFile(path)
