@@ -49,6 +49,7 @@ func main() {
 	ctrl.SetLogger(logger)
 	klog.SetLogger(logger) // client-go's logs, structured like ours
 	opts.Logger = logger
+	logger.Info("starting the Rainbow manager", "version", version, "revision", revision)
 	if err := run(opts); err != nil {
 		logger.Error(err, "manager stopped")
 		os.Exit(1)
