@@ -213,7 +213,40 @@ type GateInputSource struct {
 	SecretKeyRef *corev1.SecretKeySelector `json:"secretKeyRef,omitempty"`
 }
 
-// SunsetSpec says how long drained versions are kept.
+// DrainAction is what happens to the pinned workflows still open on a
+// version that has been draining longer than spec.sunset.maxDrainDuration.
+// +kubebuilder:validation:Enum=DryRun;Cancel;Terminate
+type DrainAction string
+
+const (
+	// DrainDryRun only reports them: a count in status, an Event and a
+	// metric. Nothing is sent to the workflows.
+	DrainDryRun DrainAction = "DryRun"
+	// DrainCancel requests their cancellation: each workflow's code sees
+	// it and decides how to end (cleanup, compensation).
+	DrainCancel DrainAction = "Cancel"
+	// DrainTerminate terminates them: they end at once, and no workflow
+	// code runs.
+	DrainTerminate DrainAction = "Terminate"
+)
+
+// ContinueAsNewSignal is the signal that asks a pinned workflow to continue
+// as new, so that its next run starts on the current version.
+type ContinueAsNewSignal struct {
+	// Name is the signal name the workflows handle.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	Name string `json:"name"`
+	// Input is the signal's single argument, any JSON value; unset sends
+	// none.
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Input *apiextensionsv1.JSON `json:"input,omitempty"`
+}
+
+// SunsetSpec says how long drained versions are kept, and what is done
+// about workflows that keep a version draining.
+// +kubebuilder:validation:XValidation:rule="!has(self.drainAction) || has(self.maxDrainDuration)",message="spec.sunset.drainAction needs spec.sunset.maxDrainDuration"
 type SunsetSpec struct {
 	// ScaledownDelay is how long a version is kept running after Temporal
 	// reports it drained, for queries on closed workflows.
@@ -229,6 +262,24 @@ type SunsetSpec struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	DeleteDelay *metav1.Duration `json:"deleteDelay,omitempty"`
+	// MaxDrainDuration bounds how long a version may drain: once it has
+	// been neither current nor ramping for this long, drainAction applies
+	// to the pinned workflows still open on it. Unset (the default): no
+	// bound, a version drains as long as its workflows run.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	MaxDrainDuration *metav1.Duration `json:"maxDrainDuration,omitempty"`
+	// DrainAction is DryRun (the default: only report them), Cancel or
+	// Terminate. The reason recorded in each workflow's history names
+	// this object and the bound.
+	// +optional
+	DrainAction DrainAction `json:"drainAction,omitempty"`
+	// ContinueAsNewSignal is sent once to each pinned workflow run on a
+	// draining version, so that workflows written to handle it continue
+	// as new onto the current version. Unset: no signal.
+	// +optional
+	ContinueAsNewSignal *ContinueAsNewSignal `json:"continueAsNewSignal,omitempty"`
 }
 
 // DeletionPolicy says when the workers of a deleted TemporalWorkerDeployment go.
@@ -301,6 +352,57 @@ type WorkerVersion struct {
 	// UpdatedInPlaceReason says why that update happened.
 	// +optional
 	UpdatedInPlaceReason string `json:"updatedInPlaceReason,omitempty"`
+	// Drain is what the controller found and did about the pinned
+	// workflows of a draining version (spec.sunset.maxDrainDuration and
+	// continueAsNewSignal).
+	// +optional
+	Drain *VersionDrain `json:"drain,omitempty"`
+}
+
+// VersionDrain reports the drain deadline and the continue-as-new signal of
+// one version. Counts are of workflow runs, for the version's current drain.
+type VersionDrain struct {
+	// DrainingSince is when the version stopped being current or ramping,
+	// as Temporal reports it.
+	// +optional
+	DrainingSince *metav1.Time `json:"drainingSince,omitempty"`
+	// Deadline is drainingSince plus spec.sunset.maxDrainDuration.
+	// +optional
+	Deadline *metav1.Time `json:"deadline,omitempty"`
+	// ListedAt is when its open pinned workflows were last listed.
+	// +optional
+	ListedAt *metav1.Time `json:"listedAt,omitempty"`
+	// PinnedWorkflows is how many pinned workflows were open then.
+	// +optional
+	PinnedWorkflows int32 `json:"pinnedWorkflows,omitempty"`
+	// Overdue is how many of them were open past the deadline: what
+	// DryRun reports, and what Cancel and Terminate act on.
+	// +optional
+	Overdue int32 `json:"overdue,omitempty"`
+	// CancelRequested counts the runs whose cancellation was requested.
+	// +optional
+	CancelRequested int32 `json:"cancelRequested,omitempty"`
+	// Terminated counts the runs terminated.
+	// +optional
+	Terminated int32 `json:"terminated,omitempty"`
+	// Signalled counts the runs sent the continue-as-new signal.
+	// +optional
+	Signalled int32 `json:"signalled,omitempty"`
+	// LastActionAt is when a run was last cancelled, terminated or
+	// signalled.
+	// +optional
+	LastActionAt *metav1.Time `json:"lastActionAt,omitempty"`
+	// StoppedRuns and SignalledRuns are bookkeeping: short hashes of the
+	// latest runs cancelled or terminated, and signalled, so that each run
+	// gets each at most once, also across restarts of the controller.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=100
+	StoppedRuns []string `json:"stoppedRuns,omitempty"`
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=100
+	SignalledRuns []string `json:"signalledRuns,omitempty"`
 }
 
 // GateStatus records the gate workflow run for the target version.
