@@ -35,6 +35,16 @@
 //     they were superseded, never-registered ones at once; Deployments are
 //     deleted deleteDelay after reaching zero, and Temporal versions once
 //     their Deployment is gone and nothing polls them.
+//   - A Deployment at zero replicas that the controller did not scale down
+//     (no scaled-down-at annotation: an autoscaler or a person did) is never
+//     taken for drained: only Temporal's drainage retires a version. When
+//     Temporal may hand its version work (current, ramping, draining,
+//     unknown) and tasks wait in its task queues (TemporalVersion.Backlog;
+//     a backlog not read counts as waiting), it gets one replica back
+//     (ScaleRevive, during a deletion's wait too) for its autoscaler to take
+//     over; with no task waiting an autoscaler's scale-to-zero stands, so
+//     the two never pull apart. Replicas an autoscaler owns are otherwise
+//     never changed.
 //   - A Deployment whose workers were given another Temporal server than the
 //     connection names now (namespace IDs differ; without both, the address
 //     differs) is never moved, scaled down or deleted: its drainage there is

@@ -21,7 +21,7 @@ func FuzzPlanSafety(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := fuzzInput(data)
 		got := Plan(in)
-		for _, err := range append(safetyViolations(in, got), ownedViolations(in, got)...) {
+		for _, err := range append(append(safetyViolations(in, got), ownedViolations(in, got)...), autoscaleViolations(in, got)...) {
 			t.Error(err)
 		}
 		if again := Plan(fuzzInput(data)); !reflect.DeepEqual(got, again) {
@@ -47,7 +47,7 @@ func TestPlanSafetyRandom(t *testing.T) {
 		}
 		in := fuzzInput(data)
 		res := Plan(in)
-		for _, err := range append(safetyViolations(in, res), ownedViolations(in, res)...) {
+		for _, err := range append(append(safetyViolations(in, res), ownedViolations(in, res)...), autoscaleViolations(in, res)...) {
 			t.Fatalf("input %x: %v", data, err)
 		}
 	}
@@ -174,6 +174,7 @@ func fuzzInput(data []byte) Input {
 		in.Gate = &GateRun{BuildID: build(), Phase: pick(s, GateRunning, GateSucceeded, GateFailed, "Weird"), Message: "m"}
 	}
 	fuzzOwned(s, &in)
+	fuzzAutoscale(s, &in)
 	return in
 }
 

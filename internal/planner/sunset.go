@@ -58,8 +58,13 @@ func sunsetDeployment(v *view, p *plan, d Deployment) {
 
 // restoreWorkers: a version we scaled to zero gets work again (a pinned
 // workflow made it draining, or someone made it current). Its workflows
-// would stall without workers, so bring one back.
+// would stall without workers, so bring one back. A version someone else
+// scaled to zero gets one back once work waits for it (see stranded).
 func restoreWorkers(v *view, p *plan, d Deployment) {
+	if v.stranded(d) {
+		revive(v, p, d)
+		return
+	}
 	if d.Replicas != 0 || d.ScaledDownAt == nil {
 		return
 	}

@@ -80,13 +80,17 @@ func createTarget(v *view, p *plan) {
 // targetReplicas is the target's spec.replicas once this plan is applied.
 // With an autoscaler only our own scale-to-zero is undone (the spec went
 // back to a version that was sunset); the autoscaler takes over from
-// spec.replicas, or one replica.
+// spec.replicas, or one replica. Its own scale-to-zero stands until work
+// waits for the target (see stranded), which then gets one replica.
 func targetReplicas(v *view, dep Deployment) int32 {
 	if want := v.specReplicas(); want != nil {
 		return *want
 	}
 	if dep.Replicas == 0 && dep.ScaledDownAt != nil {
 		return max(1, ptrValue(v.in.Spec.Replicas))
+	}
+	if v.stranded(dep) {
+		return 1
 	}
 	return dep.Replicas
 }
@@ -116,7 +120,12 @@ func syncTargetReplicas(v *view, p *plan, dep Deployment) {
 		return
 	}
 	why, msg := ScaleToSpec, fmt.Sprintf("scaling Deployment %s of version %s from %d to %d replicas (spec.replicas)", dep.Name, dep.BuildID, dep.Replicas, want)
-	if v.specReplicas() == nil {
+	switch {
+	case v.specReplicas() != nil:
+	case dep.ScaledDownAt == nil:
+		revive(v, p, dep)
+		return
+	default:
 		why, msg = ScaleRestore, fmt.Sprintf("scaling Deployment %s of version %s back up to %d replicas: it is the target again", dep.Name, dep.BuildID, want)
 	}
 	p.scale(dep, want, why, EventScale, msg)

@@ -207,6 +207,10 @@ type TemporalVersion struct {
 	// TaskQueuesReady: every task queue type of the version is registered.
 	TaskQueuesReady bool
 	HasPollers      bool
+	// Backlog is the number of tasks waiting in the version's task queues
+	// (Temporal's approximate backlog counts, summed), nil when it was not
+	// read recently. Only BacklogsToRead's versions need it.
+	Backlog *int64
 }
 
 // mayHavePollers: a worker may still poll the version, or nobody asked.
@@ -374,6 +378,9 @@ const (
 	// ScaleRestore brings back workers the controller scaled to zero, for a
 	// version that gets work again.
 	ScaleRestore ScaleReason = "Restore"
+	// ScaleRevive gives one worker back to a version someone else (an
+	// autoscaler, a person) scaled to zero while work waits for it.
+	ScaleRevive ScaleReason = "Revive"
 	// ScaleSunset scales a finished version to zero. The executor records
 	// the time in the ScaledDownAt annotation (even if already at zero).
 	ScaleSunset ScaleReason = "Sunset"

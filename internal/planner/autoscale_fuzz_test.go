@@ -1,0 +1,103 @@
+package planner
+
+import (
+	"fmt"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+)
+
+// fuzzAutoscale gives the versions of a fuzz input backlogs: unknown, empty
+// or waiting.
+func fuzzAutoscale(s *byteSource, in *Input) {
+	if in.Temporal == nil {
+		return
+	}
+	for i := range in.Temporal.Versions {
+		in.Temporal.Versions[i].Backlog = pick(s, nil, ptr[int64](0), ptr[int64](2))
+	}
+}
+
+// autoscaleViolations restates the rules next to autoscalers: replicas an
+// autoscaler owns are never changed, except from zero; a version someone
+// else scaled to zero gets exactly one worker back, and only when Temporal
+// may hand it work and tasks wait (or its backlog is unknown); and outside
+// a deletion every such version does get it.
+func autoscaleViolations(in Input, r Result) []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	ts := in.Temporal
+	autoscaled := in.Spec.Replicas == nil
+	for _, or := range in.OwnedResources {
+		if spec, ok := or.Object["spec"].(map[string]any); ok && !or.Deleting {
+			if ref, has := spec["scaleTargetRef"]; has && ref == nil {
+				autoscaled = true
+			}
+		}
+	}
+	depOf := map[string]Deployment{}
+	byName := map[string]Deployment{}
+	for _, d := range in.Deployments {
+		if _, ok := depOf[d.BuildID]; !ok {
+			depOf[d.BuildID] = d
+		}
+		byName[d.Name] = d
+	}
+	version := func(b string) (TemporalVersion, bool) {
+		if ts != nil {
+			for _, v := range ts.Versions {
+				if v.BuildID == b {
+					return v, true
+				}
+			}
+		}
+		return TemporalVersion{}, false
+	}
+	// waits: Temporal may hand the version work and tasks wait for it.
+	waits := func(d Deployment) bool {
+		if ts == nil || otherServer(in, d) {
+			return false
+		}
+		v, registered := version(d.BuildID)
+		if d.BuildID != ts.CurrentBuildID && d.BuildID != ts.RampingBuildID {
+			if !registered || v.Status == drained || v.Status == inactive {
+				return false
+			}
+		}
+		return v.Backlog == nil || *v.Backlog > 0
+	}
+	scaled := map[string]Scale{}
+	for _, s := range r.Scale {
+		d := byName[s.Name]
+		scaled[s.BuildID] = s
+		if autoscaled && d.Replicas > 0 && s.Replicas > 0 {
+			bad("replicas of %s changed from %d to %d while an autoscaler owns them (%+v)", s.BuildID, d.Replicas, s.Replicas, s)
+		}
+		zeroedByOthers := d.Replicas == 0 && d.ScaledDownAt == nil
+		switch {
+		case s.Reason == ScaleRevive && (s.Replicas != 1 || !zeroedByOthers || !waits(d)):
+			bad("revived %s (%+v) with no work waiting, or not from someone else's zero (%+v)", s.BuildID, s, d)
+		case zeroedByOthers && s.Replicas > 0 && s.Reason != ScaleRevive && s.Reason != ScaleToSpec:
+			bad("scaled %s up from someone else's zero for %s", s.BuildID, s.Reason)
+		}
+	}
+	if in.Deletion != nil || ts == nil {
+		return errs
+	}
+	for b, d := range depOf {
+		if d.Replicas != 0 || d.ScaledDownAt != nil || !waits(d) || (b == in.Spec.TargetBuildID && !autoscaled) {
+			continue
+		}
+		if s, ok := scaled[b]; !ok || s.Replicas < 1 {
+			st, _ := version(b)
+			bad("version %s (%s, backlog %v) stays at zero while work waits for it: %+v", b, statusOr(st.Status), st.Backlog, r.Scale)
+		}
+	}
+	return errs
+}
+
+func statusOr(s v1alpha1.VersionStatus) v1alpha1.VersionStatus {
+	if s == "" {
+		return "routed"
+	}
+	return s
+}
