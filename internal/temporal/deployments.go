@@ -194,6 +194,34 @@ type VersionDetail struct {
 	HasPollers bool
 	// UnversionedPollers: unversioned workers poll one of these task queues.
 	UnversionedPollers bool
+	// Backlog is each task queue's statistics, in the order of TaskQueues;
+	// nil when the server reported none (a server without task queue
+	// statistics).
+	Backlog []TaskQueueBacklog
+}
+
+// TaskQueueBacklog is what Temporal reports about one task queue of a
+// version: its backlog and rates, approximate by Temporal's own account but
+// meant for scaling decisions.
+type TaskQueueBacklog struct {
+	TaskQueue
+	// Count is the approximate number of tasks waiting (sticky workflow
+	// tasks not included).
+	Count int64
+	// Age is the approximate age of the oldest waiting task; 0 when none waits.
+	Age time.Duration
+	// AddRate and DispatchRate are tasks per second added and dispatched,
+	// averaged over the last 30 seconds.
+	AddRate, DispatchRate float64
+}
+
+// BacklogCount is the tasks waiting in all the version's task queues.
+func (d VersionDetail) BacklogCount() int64 {
+	var n int64
+	for _, b := range d.Backlog {
+		n += b.Count
+	}
+	return n
 }
 
 // TaskQueueNames are the distinct task queue names, sorted.
@@ -227,15 +255,20 @@ func (a *API) DescribeVersion(ctx context.Context, deploymentName, buildID strin
 
 // DescribeVersionNoPollers is DescribeVersion without the poller queries:
 // one RPC, and Polled, HasPollers and UnversionedPollers stay unset. It is
-// enough for the current version's side of TaskQueuesReady.
+// enough for the current version's side of TaskQueuesReady, and for the
+// backlog.
+//
+// Both ask for the task queues' statistics (Backlog), which costs no RPC of
+// ours: the server gathers them from its task queue partitions.
 func (a *API) DescribeVersionNoPollers(ctx context.Context, deploymentName, buildID string) (VersionDetail, error) {
 	return a.describeVersion(ctx, deploymentName, buildID, false)
 }
 
 func (a *API) describeVersion(ctx context.Context, deploymentName, buildID string, pollers bool) (VersionDetail, error) {
 	resp, err := a.c.WorkflowService().DescribeWorkerDeploymentVersion(ctx, &workflowservice.DescribeWorkerDeploymentVersionRequest{
-		Namespace:         a.namespace,
-		DeploymentVersion: &deploymentpb.WorkerDeploymentVersion{DeploymentName: deploymentName, BuildId: buildID},
+		Namespace:            a.namespace,
+		DeploymentVersion:    &deploymentpb.WorkerDeploymentVersion{DeploymentName: deploymentName, BuildId: buildID},
+		ReportTaskQueueStats: true,
 	})
 	if err != nil {
 		return VersionDetail{}, wrapErr("DescribeVersion", deploymentName, buildID, err)
@@ -264,6 +297,7 @@ func (a *API) describeVersion(ctx context.Context, deploymentName, buildID strin
 		d.TaskQueues = append(d.TaskQueues, TaskQueue{Name: tq.GetName(), Type: taskQueueType(tq.GetType())})
 	}
 	sortTaskQueues(d.TaskQueues)
+	d.Backlog = backlogOf(resp.GetVersionTaskQueues())
 	if !pollers {
 		return d, nil
 	}
@@ -282,10 +316,31 @@ func (a *API) describeVersion(ctx context.Context, deploymentName, buildID strin
 	return d, nil
 }
 
-func sortTaskQueues(tqs []TaskQueue) {
-	slices.SortFunc(tqs, func(x, y TaskQueue) int {
-		return cmp.Or(strings.Compare(x.Name, y.Name), strings.Compare(string(x.Type), string(y.Type)))
-	})
+// backlogOf reads the statistics of a version's task queues, sorted like
+// TaskQueues; nil if any task queue came without them.
+func backlogOf(tqs []*workflowservice.DescribeWorkerDeploymentVersionResponse_VersionTaskQueue) []TaskQueueBacklog {
+	out := make([]TaskQueueBacklog, 0, len(tqs))
+	for _, tq := range tqs {
+		st := tq.GetStats()
+		if st == nil {
+			return nil
+		}
+		out = append(out, TaskQueueBacklog{
+			TaskQueue:    TaskQueue{Name: tq.GetName(), Type: taskQueueType(tq.GetType())},
+			Count:        st.GetApproximateBacklogCount(),
+			Age:          st.GetApproximateBacklogAge().AsDuration(),
+			AddRate:      float64(st.GetTasksAddRate()),
+			DispatchRate: float64(st.GetTasksDispatchRate()),
+		})
+	}
+	slices.SortFunc(out, func(x, y TaskQueueBacklog) int { return compareTaskQueues(x.TaskQueue, y.TaskQueue) })
+	return out
+}
+
+func sortTaskQueues(tqs []TaskQueue) { slices.SortFunc(tqs, compareTaskQueues) }
+
+func compareTaskQueues(x, y TaskQueue) int {
+	return cmp.Or(strings.Compare(x.Name, y.Name), strings.Compare(string(x.Type), string(y.Type)))
 }
 
 // allTaskQueueTypes: a worker may poll any of them, registered or not yet.
