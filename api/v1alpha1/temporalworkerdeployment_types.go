@@ -388,6 +388,11 @@ type VersionDrain struct {
 	// Signalled counts the runs sent the continue-as-new signal.
 	// +optional
 	Signalled int32 `json:"signalled,omitempty"`
+	// Pending is how many runs that listing found still to be cancelled,
+	// terminated or signalled, beyond what one pass may do: the next pass
+	// goes on with them.
+	// +optional
+	Pending int32 `json:"pending,omitempty"`
 	// LastActionAt is when a run was last cancelled, terminated or
 	// signalled.
 	// +optional

@@ -63,6 +63,25 @@
 //     credentials roll its pods, draining versions included) and the
 //     spec's Deployment settings, unless another action touches it in the
 //     same pass.
+//   - Pinned workflows are only ever acted on in a version that Temporal
+//     reports draining (routing config and its own status agree), that is
+//     not the target, whose workers use the connection's server, whose
+//     drain start Temporal reports, while nobody else manages the worker
+//     deployment and the TWD is not being deleted; never without
+//     Temporal's state. DrainVersionsToList names those whose open pinned
+//     workflows the caller lists (visibility): when first draining, when
+//     the deadline passes, when runs were left pending, and otherwise
+//     every quarter of the drain so far (30s to 10m).
+//   - Past spec.sunset.maxDrainDuration (counted from Temporal's drain
+//     start), Cancel requests and Terminate ends, with a reason for the
+//     history, each listed run not cancelled or terminated before;
+//     DryRun only counts them in status (an Event when the count changes).
+//   - spec.sunset.continueAsNewSignal goes to each listed run of a
+//     draining version not signalled before; past a deadline that cancels
+//     or terminates, no more signals.
+//   - At most 20 runs are acted on per pass, and passes that act are at
+//     least 10s apart; status remembers the latest runs acted on (hashed),
+//     so none gets the same action twice, across restarts too.
 //
 // Once the TWD is being deleted (Input.Deletion), Plan plans its removal
 // instead, one step per call: routing moves to unversioned workers (ramp

@@ -39,12 +39,7 @@ func TestPlanSafetyRandom(t *testing.T) {
 	data := make([]byte, 96)
 	x := uint32(2463534242)
 	for n := 0; n < 20000; n++ {
-		for i := range data {
-			x ^= x << 13
-			x ^= x >> 17
-			x ^= x << 5
-			data[i] = byte(x)
-		}
+		fillRandom(data, &x)
 		in := fuzzInput(data)
 		res := Plan(in)
 		for _, err := range append(append(safetyViolations(in, res), ownedViolations(in, res)...), autoscaleViolations(in, res)...) {
@@ -212,17 +207,7 @@ func safetyViolations(in Input, r Result) []error {
 		}
 	}
 	ts := in.Temporal
-	tv := func(b string) (TemporalVersion, bool) {
-		if ts == nil {
-			return TemporalVersion{}, false
-		}
-		for _, v := range ts.Versions {
-			if v.BuildID == b {
-				return v, true
-			}
-		}
-		return TemporalVersion{}, false
-	}
+	tv := func(b string) (TemporalVersion, bool) { return versionIn(ts, b) }
 	routed := func(b string) bool { return ts != nil && b != "" && (ts.CurrentBuildID == b || ts.RampingBuildID == b) }
 	// mayLoseWorkers: Temporal says the version gets no work.
 	mayLoseWorkers := func(b string) bool {

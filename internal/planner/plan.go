@@ -20,12 +20,13 @@ func Plan(in Input) Result {
 		planOwned(v, p)
 		p.res.State = prog.state.exported()
 		p.res.Ready, p.res.Progressing = conditions(prog)
-		p.res.Versions = versions(v)
+		p.res.Versions = withDrain(versions(v), keptDrains(v))
 		p.res.RequeueAfter = p.requeueAfter()
 		return p.res
 	}
 	prog := planTarget(v, p)
 	planSunset(v, p)
+	drains := planDrain(v, p)
 	planSync(v, p)
 	cancelStaleGate(v, p)
 	planOwned(v, p)
@@ -40,7 +41,7 @@ func Plan(in Input) Result {
 	}
 	p.res.State = prog.state.exported()
 	p.res.Ready, p.res.Progressing = conditions(prog)
-	p.res.Versions = versions(v)
+	p.res.Versions = withDrain(versions(v), drains)
 	p.res.RequeueAfter = p.requeueAfter()
 	return p.res
 }

@@ -47,6 +47,11 @@ type Input struct {
 	// OwnedResources are the TemporalWorkerOwnedResources naming the TWD,
 	// sorted by name.
 	OwnedResources []OwnedResource
+	// Drains are the versions' drain records from status.
+	Drains []DrainRecord
+	// Pinned are this pass's listings of the versions DrainVersionsToList
+	// named; a version missing here was not listed.
+	Pinned []PinnedListing
 }
 
 // OwnedResource is a TemporalWorkerOwnedResource naming the TWD.
@@ -125,6 +130,8 @@ type Spec struct {
 	// A Deployment without a recorded hash whose build ID equals it was
 	// made from this very template, so only the hash is recorded.
 	GeneratedBuildID string
+	// Drain is the drain deadline and the continue-as-new signal.
+	Drain DrainSpec
 }
 
 // Step is one ramp of a Progressive rollout.
@@ -200,6 +207,9 @@ type TemporalVersion struct {
 	RampingSince *time.Time
 	// LastCurrentAt is when it last became current; nil if it never was.
 	LastCurrentAt *time.Time
+	// DrainingSince is when it last stopped being current or ramping;
+	// nil while it is, or if Temporal does not say.
+	DrainingSince *time.Time
 	// Described: the version was described this pass (VersionsToDescribe
 	// asked for it), so HasPollers and TaskQueuesReady are known; both are
 	// false and mean nothing otherwise.
@@ -288,6 +298,9 @@ type Result struct {
 	// CancelGate cancels a running gate whose version is no longer the
 	// target (or whose gate the spec dropped).
 	CancelGate *CancelGate
+	// DrainWork cancels, terminates or signals pinned workflows of
+	// draining versions.
+	DrainWork []DrainWork
 	// State says whether the rollout (or deletion) moves, is complete or
 	// is blocked; Ready and Progressing say the same for people.
 	State State
@@ -311,7 +324,7 @@ type Result struct {
 func (r Result) Acts() bool {
 	return r.CreateDeployment != nil || r.UpdateDeployment != nil || len(r.Scale) > 0 || len(r.DeleteDeployments) > 0 ||
 		len(r.SyncDeployments) > 0 || r.BecomeManager || r.Routing != nil || len(r.DeleteTemporalVersions) > 0 || r.StartGate != nil || r.CancelGate != nil ||
-		r.DeleteWorkerDeployment || r.RemoveFinalizer || len(r.OwnedResources) > 0
+		r.DeleteWorkerDeployment || r.RemoveFinalizer || len(r.OwnedResources) > 0 || len(r.DrainWork) > 0
 }
 
 // OwnedResourceWork is what to do for one owned resource.
@@ -458,6 +471,9 @@ type Version struct {
 	CurrentSince   *time.Time
 	RampingSince   *time.Time
 	DrainedSince   *time.Time
+	// Drain is the version's drain record if every DrainWork succeeds;
+	// the executor adds what it did with DrainRecord.Done.
+	Drain *DrainRecord
 }
 
 // Condition is the Status, Reason and Message of a metav1.Condition.
@@ -496,4 +512,10 @@ const (
 	EventCancelGate       = "CancelGate"
 	EventDeleteVersion    = "DeleteVersion"
 	EventSyncConnection   = "UpdateConnection"
+	EventCancelPinned     = "CancelPinnedWorkflows"
+	EventTerminatePinned  = "TerminatePinnedWorkflows"
+	EventSignalPinned     = "SignalPinnedWorkflows"
+	// EventDrainDeadlinePassed reports, under DryRun, the pinned workflows
+	// open past spec.sunset.maxDrainDuration (when their count changes).
+	EventDrainDeadlinePassed = "DrainDeadlinePassed"
 )
