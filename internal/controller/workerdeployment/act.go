@@ -64,7 +64,11 @@ func (r *Reconciler) act(ctx context.Context, o *observation, res planner.Result
 	for _, s := range res.Scale {
 		touched[s.BuildID] = true
 		if d := o.deployments[s.BuildID]; d != nil {
-			r.kubeErr(&out, scaleDeployment(ctx, r.Client, d, s, now))
+			err := scaleDeployment(ctx, r.Client, d, s, now)
+			r.kubeErr(&out, err)
+			if err == nil && s.Reason == planner.ScaleRevive {
+				workersRevived.WithLabelValues(o.twd.Namespace, o.twd.Name).Inc()
+			}
 		}
 	}
 	for _, del := range res.DeleteDeployments {

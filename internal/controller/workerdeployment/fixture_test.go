@@ -62,6 +62,8 @@ type stubTemporal struct {
 	// unreadable are versions the deployment lists that cannot be described
 	// yet (NotFound), as seen right after registration.
 	unreadable map[string]bool
+	// backlog is the tasks waiting in each build's activity task queue.
+	backlog map[string]int64
 }
 
 func (s *stubTemporal) write(format string, args ...any) {
@@ -107,7 +109,8 @@ func (s *stubTemporal) DescribeWorkerDeploymentVersion(_ context.Context, req *w
 	return &workflowservice.DescribeWorkerDeploymentVersionResponse{
 		WorkerDeploymentVersionInfo: info,
 		VersionTaskQueues: []*workflowservice.DescribeWorkerDeploymentVersionResponse_VersionTaskQueue{
-			{Name: "q", Type: enumspb.TASK_QUEUE_TYPE_WORKFLOW}, {Name: "q", Type: enumspb.TASK_QUEUE_TYPE_ACTIVITY},
+			{Name: "q", Type: enumspb.TASK_QUEUE_TYPE_WORKFLOW, Stats: &taskqueuepb.TaskQueueStats{}},
+			{Name: "q", Type: enumspb.TASK_QUEUE_TYPE_ACTIVITY, Stats: &taskqueuepb.TaskQueueStats{ApproximateBacklogCount: s.backlog[build]}},
 		},
 	}, nil
 }
@@ -184,6 +187,8 @@ type fixture struct {
 	kube     []string
 	// client is the fake API server of the last reconcile.
 	client client.Client
+	// backlogs gives the reconciler a Backlogs (no background reads).
+	backlogs bool
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -288,6 +293,9 @@ func (f *fixture) reconcile() (kube, temporalWrites []string, res reconcile.Resu
 	defer pool.Close()
 	f.client = c
 	r := &Reconciler{Client: c, Pool: pool, Clock: clocktesting.NewFakePassiveClock(f.now)}
+	if f.backlogs {
+		r.Backlogs = NewBacklogs(c, pool, r.Clock, 0)
+	}
 	res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(f.twd)})
 	if err != nil {
 		f.t.Fatalf("Reconcile: %v", err)

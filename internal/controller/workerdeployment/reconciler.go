@@ -64,6 +64,10 @@ type Reconciler struct {
 	throttled throttles
 	// watch wakes TWDs waiting on a person's routing change.
 	watch *personWatch
+	// Backlogs reads the versions' backlogs; nil reads none, and the
+	// planner then takes a version someone else scaled to zero as having
+	// work waiting whenever Temporal may hand it work.
+	Backlogs *Backlogs
 }
 
 // +kubebuilder:rbac:groups=temporal.io,resources=temporalworkerdeployments,verbs=get;list;watch;update;patch
@@ -85,7 +89,14 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.TemporalWorkerOwnedResource{}, ownedByWorker, indexOwnedByWorker); err != nil {
 		return err
 	}
-	return builder.ControllerManagedBy(mgr).
+	b := builder.ControllerManagedBy(mgr)
+	if r.Backlogs != nil {
+		if err := mgr.Add(r.Backlogs); err != nil {
+			return err
+		}
+		b = b.WatchesRawSource(source.Channel(r.Backlogs.events, &handler.EnqueueRequestForObject{}))
+	}
+	return b.
 		For(&v1alpha1.TemporalWorkerDeployment{}).
 		Owns(&appsv1.Deployment{}).
 		Watches(&v1alpha1.TemporalConnection{}, handler.EnqueueRequestsFromMapFunc(r.usersOfConnection)).
@@ -135,6 +146,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			r.idle.forget(req.NamespacedName)
 			r.throttled.clear(req.NamespacedName)
 			r.watch.forget(req.NamespacedName)
+			r.Backlogs.forget(req.NamespacedName)
 			r.Pool.Forget(ownerKey(&v1alpha1.TemporalWorkerDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name}}))
 			return reconcile.Result{}, r.orphanedOwned(ctx, req.NamespacedName)
 		}
@@ -159,6 +171,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	r.Backlogs.fillBacklogs(ctx, o)
 	if o.retryBusy > 0 {
 		th := r.throttled.note(req.NamespacedName, now)
 		next := throttleBackoff(o.retryBusy, th.attempts, randomJitter())

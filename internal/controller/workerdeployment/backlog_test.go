@@ -1,0 +1,123 @@
+package workerdeployment
+
+import (
+	"context"
+	"reflect"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	enumspb "go.temporal.io/api/enums/v1"
+	sdkclient "go.temporal.io/sdk/client"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/temporal"
+	"github.com/rainbow-deploy/rainbow/internal/workload"
+)
+
+// TestZeroedVersionWithBacklogIsRevived: the current version of a TWD
+// without spec.replicas, scaled to zero by someone else, gets one replica
+// back once tasks wait in its backlog, and not before.
+func TestZeroedVersionWithBacklogIsRevived(t *testing.T) {
+	for _, waiting := range []int64{0, 3} {
+		f := newFixture(t)
+		f.backlogs = true
+		f.twd.Spec.Replicas = nil
+		d := f.runningDeployment()
+		d.Spec.Replicas = ptr.To[int32](0)
+		d.Status.Replicas, d.Status.ReadyReplicas, d.Status.AvailableReplicas, d.Status.UpdatedReplicas = 0, 0, 0, 0
+		f.registered(true, enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_CURRENT)
+		f.temporal.backlog = map[string]int64{f.build(): waiting}
+		before := value(workersRevived.WithLabelValues("shop", "orders"))
+		kube, tmprl, _ := f.reconcile()
+		want := []string{"patch status TemporalWorkerDeployment orders"}
+		if waiting > 0 {
+			want = append([]string{"patch Deployment " + d.Name}, want...)
+		}
+		if !reflect.DeepEqual(kube, want) || len(tmprl) != 0 {
+			t.Errorf("backlog %d: writes %q, %q; want %q and none to Temporal", waiting, kube, tmprl, want)
+		}
+		if got := value(workersRevived.WithLabelValues("shop", "orders")) - before; got != float64(min(waiting, 1)) {
+			t.Errorf("backlog %d: rainbow_workers_revived_total grew by %v", waiting, got)
+		}
+		if got := value(backlogCount.WithLabelValues("shop", "orders", f.build(), "q", "Activity")); got != float64(waiting) {
+			t.Errorf("backlog %d: rainbow_version_backlog_count = %v", waiting, got)
+		}
+	}
+}
+
+// TestBacklogValues: the external metrics API's view, selected by the
+// labels of the versions and their task queues; reads are reused within
+// the interval; a version that stops running loses its gauges.
+func TestBacklogValues(t *testing.T) {
+	f := newFixture(t)
+	d := f.runningDeployment()
+	f.registered(true, enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_CURRENT)
+	f.temporal.backlog = map[string]int64{f.build(): 5}
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(f.objects, f.twd)...).Build()
+	dials := 0
+	pool := temporal.NewPool(fixtureIdentity, nil).WithDialer(func(context.Context, sdkclient.Options) (sdkclient.Client, error) {
+		dials++
+		return stubSDK{svc: f.temporal}, nil
+	})
+	defer pool.Close()
+	b := NewBacklogs(c, pool, clocktesting.NewFakePassiveClock(f.now), 0)
+	ctx := context.Background()
+	sel := func(s string) labels.Selector {
+		parsed, err := labels.Parse(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return parsed
+	}
+	all, _, err := b.Values(ctx, "shop", sel(SampleLabelBuildID+"="+f.build()))
+	if err != nil || len(all) != 2 {
+		t.Fatalf("Values by build ID = %+v, %v; want the version's two task queues", all, err)
+	}
+	act, _, _ := b.Values(ctx, "shop", sel(SampleLabelTaskQueueType+"=Activity,"+SampleLabelWorker+"="+workload.WorkerLabel("orders")))
+	if len(act) != 1 || act[0].Count != 5 || act[0].Labels[SampleLabelTaskQueue] != "q" || act[0].Labels[SampleLabelBuildID] != f.build() {
+		t.Errorf("Values of the activity queue = %+v, want one sample of 5 tasks", act)
+	}
+	if none, n, _ := b.Values(ctx, "shop", sel(SampleLabelBuildID+"=other")); len(none) != 0 || n != 0 {
+		t.Errorf("Values of another build = %+v, want none", none)
+	}
+	if none, _, _ := b.Values(ctx, "elsewhere", labels.Everything()); len(none) != 0 {
+		t.Errorf("Values in another namespace = %+v, want none", none)
+	}
+	if dials != 1 {
+		t.Errorf("%d dials, want 1", dials)
+	}
+	f.temporal.backlog[f.build()] = 9
+	if again, _, _ := b.Values(ctx, "shop", sel(SampleLabelTaskQueueType+"=Activity")); len(again) != 1 || again[0].Count != 5 {
+		t.Errorf("Values within the interval = %+v, want the read reused (5)", again)
+	}
+	if got := value(backlogCount.WithLabelValues("shop", "orders", f.build(), "q", "Activity")); got != 5 {
+		t.Errorf("rainbow_version_backlog_count = %v, want 5", got)
+	}
+	b.keep(keyOf(f.twd), nil)
+	ch := make(chan prometheus.Metric, 100)
+	backlogCount.Collect(ch)
+	if n := len(ch); n != 0 {
+		t.Errorf("%d backlog series left after the version stopped running", n)
+	}
+	_ = d
+}
+
+// value reads a gauge or counter.
+func value(m prometheus.Metric) float64 {
+	var out dto.Metric
+	_ = m.Write(&out)
+	if g := out.GetGauge(); g != nil {
+		return g.GetValue()
+	}
+	return out.GetCounter().GetValue()
+}
