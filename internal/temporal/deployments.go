@@ -96,6 +96,7 @@ func stateFromInfo(info *deploymentpb.WorkerDeploymentInfo) *planner.TemporalSta
 		if d := vs.GetDrainageInfo(); d.GetStatus() == enumspb.VERSION_DRAINAGE_STATUS_DRAINED {
 			v.DrainedSince = timePtr(d.GetLastChangedTime())
 		}
+		v.DrainingSince = drainingSince(vs)
 		s.Versions = append(s.Versions, v)
 	}
 	slices.SortFunc(s.Versions, func(x, y planner.TemporalVersion) int {

@@ -46,14 +46,11 @@ func (a *API) StartGate(ctx context.Context, deploymentName, buildID, taskQueue,
 	workflowID = GateWorkflowID(deploymentName, buildID)
 	var args []any
 	if input != nil {
-		if !json.Valid(input) {
-			return workflowID, "", &Error{Op: "StartGate", Deployment: deploymentName, BuildID: buildID, Kind: ErrRefused, Err: errors.New("gate input is not valid JSON")}
+		p, err := jsonPayload(input)
+		if err != nil {
+			return workflowID, "", &Error{Op: "StartGate", Deployment: deploymentName, BuildID: buildID, Kind: ErrRefused, Err: fmt.Errorf("gate input: %w", err)}
 		}
-		// Passed through as is, so the controller needs no Go type for it.
-		args = append(args, converter.NewRawValue(&commonpb.Payload{
-			Metadata: map[string][]byte{converter.MetadataEncoding: []byte(converter.MetadataEncodingJSON)},
-			Data:     input,
-		}))
+		args = append(args, converter.NewRawValue(p))
 	}
 	run, err := a.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       workflowID,
@@ -84,6 +81,18 @@ func (a *API) StartGate(ctx context.Context, deploymentName, buildID, taskQueue,
 		return workflowID, "", wrapErr("StartGate", deploymentName, buildID, err)
 	}
 	return workflowID, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(), nil
+}
+
+// jsonPayload passes JSON from the spec through as it is, so the
+// controller needs no Go type for it.
+func jsonPayload(input []byte) (*commonpb.Payload, error) {
+	if !json.Valid(input) {
+		return nil, errInvalidJSON
+	}
+	return &commonpb.Payload{
+		Metadata: map[string][]byte{converter.MetadataEncoding: []byte(converter.MetadataEncodingJSON)},
+		Data:     input,
+	}, nil
 }
 
 // CancelGate requests cancellation of the gate run of a version. A gate
