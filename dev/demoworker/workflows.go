@@ -20,6 +20,9 @@ const (
 	GateWorkflow            = "RolloutGate"
 	FinishSignal            = "finish"
 	BuildIDQuery            = "build-id"
+	// ContinueAsNewSignal makes a long workflow continue as new onto the
+	// current version (spec.sunset.continueAsNewSignal's name in examples).
+	ContinueAsNewSignal = "continue-as-new"
 )
 
 // LongInput parameterises the long-running workflows.
@@ -29,12 +32,22 @@ type LongInput struct {
 	// Tick makes the workflow run an activity this often, so that an
 	// auto-upgrade workflow shows which build serves it over time.
 	Tick time.Duration
+	// ContinuedFrom is the build of the run that continued as new into
+	// this one, after ContinueAsNewSignal; empty for a first run.
+	ContinuedFrom string
+	// TargetChanged: that run saw Temporal's "target version changed"
+	// flag when it continued as new.
+	TargetChanged bool
 }
 
 // LongResult tells which builds served the workflow.
 type LongResult struct {
 	StartedOn  string
 	FinishedOn string
+	// ContinuedFrom and TargetChanged are the input's: the run this one
+	// continued from, and what that run saw.
+	ContinuedFrom string
+	TargetChanged bool
 }
 
 // GateInput decides the gate's verdict, so tests and demos can fail a rollout.
@@ -75,9 +88,10 @@ func Hello(ctx workflow.Context, name string) (string, error) {
 }
 
 // Long runs until the finish signal or its duration, calling WhoAmI at the
-// start, on every tick and at the end.
+// start, on every tick and at the end. ContinueAsNewSignal makes it continue
+// as new, the new run starting on the current version (see continueOnCurrent).
 func Long(ctx workflow.Context, in LongInput) (LongResult, error) {
-	var res LongResult
+	res := LongResult{ContinuedFrom: in.ContinuedFrom, TargetChanged: in.TargetChanged}
 	var err error
 	if res.StartedOn, err = whoAmI(ctx); err != nil {
 		return res, err
@@ -87,12 +101,18 @@ func Long(ctx workflow.Context, in LongInput) (LongResult, error) {
 		return res, err
 	}
 	finish := workflow.GetSignalChannel(ctx, FinishSignal)
+	nudge := workflow.GetSignalChannel(ctx, ContinueAsNewSignal)
 	deadline := workflow.Now(ctx).Add(in.Duration)
 	for done := false; !done; {
 		sel := workflow.NewSelector(ctx)
 		sel.AddReceive(finish, func(c workflow.ReceiveChannel, _ bool) {
 			c.Receive(ctx, nil)
 			done = true
+		})
+		continueAsNew := false
+		sel.AddReceive(nudge, func(c workflow.ReceiveChannel, _ bool) {
+			c.ReceiveAsync(nil) // its input, if any, says nothing to this workflow
+			continueAsNew = true
 		})
 		wait := in.Tick
 		if in.Duration > 0 {
@@ -108,6 +128,9 @@ func Long(ctx workflow.Context, in LongInput) (LongResult, error) {
 			sel.AddFuture(workflow.NewTimer(ctx, wait), func(workflow.Future) {})
 		}
 		sel.Select(ctx)
+		if continueAsNew {
+			return res, continueOnCurrent(ctx, in, deadline, last)
+		}
 		if !done && in.Tick > 0 {
 			if last, err = whoAmI(ctx); err != nil {
 				return res, err
@@ -116,6 +139,25 @@ func Long(ctx workflow.Context, in LongInput) (LongResult, error) {
 	}
 	res.FinishedOn, err = whoAmI(ctx)
 	return res, err
+}
+
+// continueOnCurrent continues the workflow as new with the time it has
+// left. A pinned run's next run would inherit its version; the
+// AutoUpgrade initial behavior (upgrade on continue-as-new, Temporal 1.32
+// and SDK 1.50, experimental) starts it on the task queue's current
+// version instead, after whose first workflow task it is pinned there
+// (the workflow type's own behavior). A run pinned by a versioning
+// override keeps the override whatever this asks.
+func continueOnCurrent(ctx workflow.Context, in LongInput, deadline time.Time, build string) error {
+	next := in
+	next.ContinuedFrom = build
+	next.TargetChanged = workflow.GetInfo(ctx).GetTargetWorkerDeploymentVersionChanged()
+	if in.Duration > 0 {
+		next.Duration = max(deadline.Sub(workflow.Now(ctx)), time.Millisecond)
+	}
+	return workflow.NewContinueAsNewErrorWithOptions(ctx, workflow.ContinueAsNewErrorOptions{
+		InitialVersioningBehavior: workflow.ContinueAsNewVersioningBehaviorAutoUpgrade,
+	}, workflow.GetInfo(ctx).WorkflowType.Name, next)
 }
 
 // RolloutGate is a gate workflow: it succeeds unless told to fail.

@@ -1,11 +1,14 @@
 package demoworker
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 )
 
 func newEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
@@ -50,5 +53,29 @@ func TestGate(t *testing.T) {
 	env.ExecuteWorkflow(RolloutGate, GateInput{Fail: true, Message: "smoke test failed"})
 	if err := env.GetWorkflowError(); err == nil || !strings.Contains(err.Error(), "smoke test failed") {
 		t.Fatalf("failing gate: %v", err)
+	}
+}
+
+// TestLongContinuesAsNewOnSignal: the continue-as-new signal ends the run
+// with a continue-as-new that starts the next run on the current version
+// (AutoUpgrade initial behavior) and carries the time left.
+func TestLongContinuesAsNewOnSignal(t *testing.T) {
+	env := newEnv(t)
+	env.RegisterWorkflowWithOptions(Long, workflow.RegisterOptions{Name: LongPinnedWorkflow})
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(ContinueAsNewSignal, "please") }, 10*time.Minute)
+	env.ExecuteWorkflow(LongPinnedWorkflow, LongInput{Duration: time.Hour, Tick: 7 * time.Minute})
+	var can *workflow.ContinueAsNewError
+	if err := env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("workflow error = %v, want a continue-as-new", err)
+	}
+	if can.WorkflowType.Name != LongPinnedWorkflow || can.InitialVersioningBehavior != workflow.ContinueAsNewVersioningBehaviorAutoUpgrade {
+		t.Fatalf("continue-as-new %s with initial behavior %v, want %s with AutoUpgrade", can.WorkflowType.Name, can.InitialVersioningBehavior, LongPinnedWorkflow)
+	}
+	var next LongInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	if next.ContinuedFrom != "v1" || next.Duration != 50*time.Minute || next.Tick != 7*time.Minute {
+		t.Fatalf("next run's input = %+v, want ContinuedFrom v1 and the 50m left", next)
 	}
 }
