@@ -23,6 +23,7 @@ require (
 	k8s.io/apimachinery v0.35.4
 	k8s.io/client-go v0.35.4
 	k8s.io/klog/v2 v2.130.1
+	k8s.io/metrics v0.35.4
 	k8s.io/utils v0.0.0-20251002143259-bc988d571ff4
 	layeh.com/gopher-json v0.0.0-20201124131017-552bb3c4c3bf
 	sigs.k8s.io/cli-utils v0.37.2

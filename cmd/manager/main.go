@@ -12,6 +12,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
+	"github.com/rainbow-deploy/rainbow/internal/externalmetrics"
 	"github.com/rainbow-deploy/rainbow/internal/manager"
 )
 
@@ -33,6 +35,10 @@ func main() {
 		}
 		return nil
 	})
+	flag.DurationVar(&opts.BacklogInterval, "backlog-interval", workerdeployment.DefaultBacklogInterval,
+		"how often the leader reads the task queue backlog of every running version from Temporal (Prometheus gauges), and how long a read is reused; 0 reads only on demand")
+	flag.BoolVar(&opts.ExternalMetrics, "external-metrics", false,
+		"serve the versions' backlogs through the external metrics API (APIService "+externalmetrics.APIServiceName+") on the webhook server")
 	webhook := bindWebhookFlags(flag.CommandLine)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)

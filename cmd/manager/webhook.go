@@ -19,6 +19,7 @@ type webhookFlags struct {
 	rotation                bool
 	writeCerts              bool
 	secret, dnsName, config string
+	extraDNSNames           string
 	bannedKinds             string
 	controllerSA            string
 }
@@ -32,6 +33,8 @@ func bindWebhookFlags(fs *flag.FlagSet) *webhookFlags {
 		"make and renew the webhook's certificate in --webhook-secret and inject its CA into --webhook-configuration-name (instead of cert-manager)")
 	fs.StringVar(&f.secret, "webhook-secret", "rainbow-system/rainbow-webhook-cert", "namespace/name of the Secret holding the rotated certificate")
 	fs.StringVar(&f.dnsName, "webhook-dns-name", "rainbow-webhook.rainbow-system.svc", "DNS name of the rotated serving certificate: the name the API server calls the webhook by")
+	fs.StringVar(&f.extraDNSNames, "webhook-extra-dns-names", "",
+		"comma-separated further DNS names of the rotated certificate, such as the Service an APIService names when the webhook is called by URL")
 	fs.StringVar(&f.config, "webhook-configuration-name", "rainbow-validating-webhook", "ValidatingWebhookConfiguration whose caBundle the rotation keeps up to date")
 	fs.BoolVar(&f.writeCerts, "webhook-write-certs", false,
 		"copy the rotated certificate from the Secret into --webhook-cert-dir (for a manager outside a cluster, where no volume mounts the Secret)")
@@ -73,6 +76,11 @@ func (f *webhookFlags) options() (*manager.WebhookOptions, error) {
 		o.Rotation = &manager.WebhookRotation{
 			Secret: types.NamespacedName{Namespace: ns, Name: name}, DNSName: f.dnsName,
 			WebhookConfiguration: f.config, WriteCertDir: f.writeCerts,
+		}
+		for _, n := range strings.Split(f.extraDNSNames, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				o.Rotation.ExtraDNSNames = append(o.Rotation.ExtraDNSNames, n)
+			}
 		}
 	}
 	return o, nil

@@ -3,6 +3,7 @@ package admission
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -45,6 +46,10 @@ type Options struct {
 	// certificate; otherwise one (from cert-manager, say) must be in
 	// CertDir when the manager starts.
 	Rotation *Rotation
+	// AskClientCerts: ask clients for a certificate, without requiring
+	// one, for an aggregated API served next to the webhook that
+	// authenticates the API server's front proxy by it.
+	AskClientCerts bool
 }
 
 // Rotation configures the built-in certificate rotation: a self-signed CA
@@ -64,6 +69,12 @@ type Rotation struct {
 	// CertDir, for a manager running outside a cluster, where no volume
 	// mounts the Secret.
 	WriteCertDir bool
+	// APIServices are APIServices served by the same server, whose
+	// caBundle the rotation keeps up to date too.
+	APIServices []string
+	// ExtraDNSNames are further names of the certificate, such as the
+	// Service an APIService names when the webhook is called by URL.
+	ExtraDNSNames []string
 }
 
 // Server is the manager's webhook server. With rotation it starts serving
@@ -81,8 +92,12 @@ func NewServer(o Options) *Server {
 	if o.CertDir == "" {
 		o.CertDir = filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs")
 	}
+	wo := webhook.Options{Host: o.Host, Port: o.Port, CertDir: o.CertDir}
+	if o.AskClientCerts {
+		wo.TLSOpts = append(wo.TLSOpts, func(c *tls.Config) { c.ClientAuth = tls.RequestClientCert })
+	}
 	s := &Server{
-		Server: webhook.NewServer(webhook.Options{Host: o.Host, Port: o.Port, CertDir: o.CertDir}),
+		Server: webhook.NewServer(wo),
 		opts:   o,
 		ready:  make(chan struct{}),
 	}
@@ -152,14 +167,19 @@ func Setup(mgr manager.Manager) error {
 			return err
 		}
 	}
+	hooks := []rotator.WebhookInfo{{Name: r.WebhookConfiguration, Type: rotator.Validating}}
+	for _, a := range r.APIServices {
+		hooks = append(hooks, rotator.WebhookInfo{Name: a, Type: rotator.APIService})
+	}
 	return rotator.AddRotator(mgr, &rotator.CertRotator{
 		SecretKey:      r.Secret,
 		CertDir:        o.CertDir,
 		CAName:         "rainbow-webhook-ca",
 		CAOrganization: "rainbow",
 		DNSName:        r.DNSName,
+		ExtraDNSNames:  r.ExtraDNSNames,
 		IsReady:        s.ready,
-		Webhooks:       []rotator.WebhookInfo{{Name: r.WebhookConfiguration, Type: rotator.Validating}},
+		Webhooks:       hooks,
 		FieldOwner:     "rainbow-cert-rotator",
 		// Every replica serves the webhook, so every replica needs the
 		// certificate; they share the Secret.

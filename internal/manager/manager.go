@@ -6,8 +6,11 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"time"
 
 	"github.com/go-logr/logr"
 	temporallog "go.temporal.io/sdk/log"
@@ -30,6 +33,7 @@ import (
 	"github.com/rainbow-deploy/rainbow/internal/connection"
 	"github.com/rainbow-deploy/rainbow/internal/controller/temporalconnection"
 	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
+	"github.com/rainbow-deploy/rainbow/internal/externalmetrics"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
 	"github.com/rainbow-deploy/rainbow/internal/workload"
 )
@@ -75,6 +79,16 @@ type Options struct {
 	// Webhook serves the TemporalWorkerOwnedResource validating webhook;
 	// nil means no webhook server.
 	Webhook *WebhookOptions
+	// BacklogInterval is how often the leader reads the backlog of every
+	// running version from Temporal (for the Prometheus gauges), and how
+	// long a read is reused; 0 means no reads in the background, and
+	// reads on demand reused for workerdeployment.DefaultBacklogInterval.
+	BacklogInterval time.Duration
+	// ExternalMetrics serves the versions' backlogs through the external
+	// metrics API on the webhook server (which it needs), for the
+	// APIService v1beta1.external.metrics.k8s.io; with certificate
+	// rotation, the APIService's caBundle is kept up to date too.
+	ExternalMetrics bool
 }
 
 // Manager is a controller-runtime manager with Rainbow's controllers and
@@ -102,6 +116,19 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	cacheOpts, err := cacheOptions(opts.WatchNamespaces)
 	if err != nil {
 		return nil, err
+	}
+	if opts.ExternalMetrics {
+		if opts.Webhook == nil {
+			return nil, errors.New("the external metrics API is served by the webhook server, which is disabled")
+		}
+		w := *opts.Webhook
+		w.AskClientCerts = true
+		if r := w.Rotation; r != nil {
+			rc := *r
+			rc.APIServices = append(slices.Clone(rc.APIServices), externalmetrics.APIServiceName)
+			w.Rotation = &rc
+		}
+		opts.Webhook = &w
 	}
 	mgr, err := ctrlmanager.New(cfg, ctrlmanager.Options{
 		Scheme:                  scheme,
@@ -137,8 +164,16 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	sdkLog := temporallog.NewStructuredLogger(slog.New(logr.ToSlogHandler(opts.Logger.WithName("temporal-sdk"))))
 	pool := temporal.NewPool(opts.Identity, sdkLog)
 	recorder := mgr.GetEventRecorder(eventSource)
+	backlogs := workerdeployment.NewBacklogs(mgr.GetClient(), pool, clock.RealClock{}, opts.BacklogInterval)
+	if opts.ExternalMetrics {
+		srv := externalmetrics.NewServer(backlogs, &externalmetrics.FrontProxyAuth{Reader: mgr.GetAPIReader(), Reviews: mgr.GetClient()})
+		for _, p := range srv.Paths() {
+			mgr.GetWebhookServer().Register(p, srv)
+		}
+	}
 	if err := (&workerdeployment.Reconciler{
 		Client: mgr.GetClient(), Pool: pool, Recorder: recorder, Clock: clock.RealClock{}, MaxVersions: opts.MaxVersions,
+		Backlogs: backlogs,
 	}).SetupWithManager(mgr); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("set up the TemporalWorkerDeployment controller: %w", err)
