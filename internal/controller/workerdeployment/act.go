@@ -35,6 +35,8 @@ type outcome struct {
 	gate      *v1alpha1.GateStatus
 	// updatedInPlace is the update whose Deployment got a new template.
 	updatedInPlace *planner.UpdateDeployment
+	// drained are the runs of each DrainWork acted on.
+	drained []drainDone
 }
 
 func (o *outcome) fail(err error) { o.failed = append(o.failed, err) }
@@ -235,6 +237,7 @@ func (r *Reconciler) actTemporal(ctx context.Context, o *observation, res planne
 			temporalErr(out, err)
 		}
 	}
+	r.actDrain(ctx, o, res, out)
 }
 
 // temporalErr sorts a Temporal write error. Lost races and refusals that

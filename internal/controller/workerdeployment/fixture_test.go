@@ -64,6 +64,8 @@ type stubTemporal struct {
 	unreadable map[string]bool
 	// backlog is the tasks waiting in each build's activity task queue.
 	backlog map[string]int64
+	// drain is what the drain deadline's and signal's calls see (drain_test.go).
+	drain drainStub
 }
 
 func (s *stubTemporal) write(format string, args ...any) {

@@ -44,6 +44,7 @@ var allStatuses = []v1alpha1.VersionStatus{
 // observeRollout updates the metrics from the old status and the new plan.
 func observeRollout(twd *v1alpha1.TemporalWorkerDeployment, before []metav1.Condition, res planner.Result, now time.Time) {
 	setGauges(twd, res)
+	setDrainGauge(twd, res)
 	prev := meta.FindStatusCondition(before, v1alpha1.ConditionProgressing)
 	if prev == nil || prev.Status != metav1.ConditionTrue || res.Progressing.Status != metav1.ConditionFalse {
 		return // only the end of a moving rollout counts
@@ -79,6 +80,7 @@ func setGauges(twd *v1alpha1.TemporalWorkerDeployment, res planner.Result) {
 // forgetMetrics drops the series of a deleted TWD.
 func forgetMetrics(namespace, name string) {
 	rampPercentage.DeleteLabelValues(namespace, name)
+	forgetDrainMetrics(namespace, name)
 	for _, s := range allStatuses {
 		versionsByStatus.DeleteLabelValues(namespace, name, string(s))
 	}

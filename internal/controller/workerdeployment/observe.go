@@ -44,6 +44,8 @@ type observation struct {
 	reused bool
 	// owned are the TWD's TemporalWorkerOwnedResources, by name.
 	owned map[string]*v1alpha1.TemporalWorkerOwnedResource
+	// drainErrs are listings of pinned workflows that failed.
+	drainErrs []error
 }
 
 // WorkerDeploymentName is the Temporal worker deployment name of a TWD.
@@ -82,6 +84,7 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 		Namespace:          twd.Namespace,
 		Name:               twd.Name,
 		TemporalNamespace:  twd.Spec.WorkerOptions.TemporalNamespace,
+		Drains:             drainRecords(twd.Status),
 	}
 	if err := r.observeOwned(ctx, o); err != nil {
 		return nil, err
@@ -141,7 +144,9 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 			Message: fmt.Sprintf("could not read worker deployment %s from Temporal at %s: %v; the controller keeps every version running and retries",
 				o.deploymentName, conn.Params.HostPort, err),
 		}
+		return o, nil
 	}
+	r.observeDrain(ctx, o)
 	return o, nil
 }
 
@@ -268,6 +273,7 @@ func plannerSpec(twd *v1alpha1.TemporalWorkerDeployment, target string, maxVersi
 		MaxVersions:      maxVersions,
 		TemplateHash:     buildid.TemplateHash(&twd.Spec.Template),
 		GeneratedBuildID: buildid.Generate(&twd.Spec.Template),
+		Drain:            drainSpec(twd),
 	}
 	if s.Strategy == "" {
 		s.Strategy = v1alpha1.StrategyAllAtOnce

@@ -19,6 +19,7 @@ import (
 // versions described this pass.
 func newStatus(old v1alpha1.TemporalWorkerDeploymentStatus, generation int64, res planner.Result, out outcome, taskQueues map[string][]string, now time.Time) v1alpha1.TemporalWorkerDeploymentStatus {
 	res = withOutcome(res, out)
+	res.Versions = withDrainDone(res.Versions, out.drained, now)
 	gate := out.gate
 	previous := map[string]v1alpha1.WorkerVersion{}
 	for _, v := range append([]*v1alpha1.WorkerVersion{old.TargetVersion, old.CurrentVersion, old.RampingVersion}, ptrs(old.DeprecatedVersions)...) {
@@ -100,6 +101,7 @@ func workerVersion(pv planner.Version, prev v1alpha1.WorkerVersion, now time.Tim
 		RampPercentage:       pv.RampPercentage,
 		RampingSince:         metaTime(pv.RampingSince),
 		DrainedSince:         metaTime(pv.DrainedSince),
+		Drain:                versionDrain(pv.Drain),
 	}
 	if wv.Status == "" {
 		// Temporal is unreachable: report what was last known.
