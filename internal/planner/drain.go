@@ -163,7 +163,8 @@ func DrainVersionsToList(in Input) []string {
 }
 
 // drainingSince: the controller may act on the pinned workflows of build,
-// which drains since the time returned. Temporal's state is known; the
+// which drains since the time returned, in whole seconds as status keeps
+// it (so that a record and Temporal's time compare equal). Temporal's state is known; the
 // routing config and the version's own status agree that it drains (a
 // version on another server than the connection's is Unknown); it is not
 // the target; nobody else manages the worker deployment; and Temporal
@@ -176,7 +177,7 @@ func drainingSince(v *view, build string) (time.Time, bool) {
 	if s == nil {
 		return time.Time{}, false
 	}
-	return *s, true
+	return s.Truncate(time.Second), true
 }
 
 // drainDeadline is when build's pinned workflows become overdue.

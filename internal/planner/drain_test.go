@@ -365,3 +365,19 @@ func TestDrainPending(t *testing.T) {
 		t.Fatalf("DrainVersionsToList within the rate limit = %v", got)
 	}
 }
+
+// TestDrainRecordRoundTrip: status keeps times in whole seconds; a record
+// read back is still the same drain as Temporal's sub-second time.
+func TestDrainRecordRoundTrip(t *testing.T) {
+	in := with(base(), drainingV1, nudge, func(in *Input) {
+		v1 := version("v1", draining)
+		v1.DrainingSince = at(-2*time.Hour + 300*time.Millisecond)
+		setVersion(in, v1)
+	}, record(DrainRecord{BuildID: "v1", DrainingSince: at(-2 * time.Hour), ListedAt: at(-time.Minute), Signalled: 3}))
+	if got := DrainVersionsToList(in); got != nil {
+		t.Fatalf("listed again a minute after the last look: %v", got)
+	}
+	if r := drainOf(Plan(in), "v1"); r == nil || r.Signalled != 3 {
+		t.Fatalf("the same drain started counting again: %+v", r)
+	}
+}
