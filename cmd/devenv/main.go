@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -133,6 +134,10 @@ func run(ctx context.Context, dir, kubeBin, nodeName string, apiPort, etcdPort i
 	// Pods get the in-cluster environment; the API server reads their logs.
 	agentCfg.APIServer = cp.RESTConfig().Host
 	agentCfg.KubeletCertFile, agentCfg.KubeletKeyFile, agentCfg.ClientCAFile = cp.KubeletTLS()
+	// The resource metrics API (kubectl top, HPAs on CPU), behind the
+	// aggregation layer.
+	agentCfg.MetricsCertFile, agentCfg.MetricsKeyFile, agentCfg.MetricsCAFile, agentCfg.FrontProxyCAFile = cp.MetricsTLS()
+	agentCfg.FrontProxyName, agentCfg.MetricsService = controlplane.FrontProxyClientName, controlplane.MetricsService
 	agent, err := nodeagent.New(client, agentCfg)
 	if err != nil {
 		return err
@@ -145,6 +150,15 @@ func run(ctx context.Context, dir, kubeBin, nodeName string, apiPort, etcdPort i
 		stopAgent()
 		<-agentDone
 	}()
+	select {
+	case <-agent.Ready():
+	case err := <-agentDone:
+		agentDone <- err // let the deferred stop return
+		return fmt.Errorf("node agent stopped: %w", errors.Join(err, errors.New("see the log above")))
+	}
+	if err := waitForMetricsAPI(ctx, client); err != nil {
+		progress("the resource metrics API is not available (kubectl top, HPAs on CPU): %v", err)
+	}
 
 	info := localenv.Info{
 		Dir:               dir,
@@ -156,6 +170,7 @@ func run(ctx context.Context, dir, kubeBin, nodeName string, apiPort, etcdPort i
 		TemporalNamespace: tOpts.Namespaces[0],
 		TemporalUI:        temporal.UIURL(),
 		TemporalMetrics:   temporal.MetricsURL(),
+		HostIP:            agent.HostIP(),
 	}
 	if err := info.Write(dir); err != nil {
 		return err
@@ -186,6 +201,41 @@ Press Ctrl-C to stop.
 			if err := cp.Failed(); err != nil {
 				return err
 			}
+		}
+	}
+}
+
+// waitForMetricsAPI waits until the API server calls the node agent's
+// metrics API (its APIService is Available), for at most 30 seconds.
+func waitForMetricsAPI(ctx context.Context, client kubernetes.Interface) error {
+	deadline := time.Now().Add(30 * time.Second)
+	var last string
+	for {
+		var svc struct {
+			Status struct {
+				Conditions []struct{ Type, Status, Message string }
+			}
+		}
+		raw, err := client.Discovery().RESTClient().Get().AbsPath("/apis/apiregistration.k8s.io/v1/apiservices/v1beta1.metrics.k8s.io").DoRaw(ctx)
+		if err == nil {
+			err = json.Unmarshal(raw, &svc)
+		}
+		last = fmt.Sprint(err)
+		for _, c := range svc.Status.Conditions {
+			if c.Type == "Available" {
+				if c.Status == "True" {
+					return nil
+				}
+				last = c.Message
+			}
+		}
+		if time.Now().After(deadline) {
+			return errors.New(last)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }

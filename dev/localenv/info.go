@@ -23,6 +23,11 @@ type Info struct {
 	TemporalNamespace string `json:"temporalNamespace"`
 	TemporalUI        string `json:"temporalUI,omitempty"`
 	TemporalMetrics   string `json:"temporalMetrics"`
+	// HostIP is an address of this machine that EndpointSlices accept (the
+	// node agent's own on the pod network): a Service without a selector
+	// can point at a process outside the cluster that listens on it, as the
+	// aggregation layer needs. Empty without a pod network.
+	HostIP string `json:"hostIP,omitempty"`
 }
 
 // Write stores info atomically in dir, so readers never see half a file.

@@ -90,6 +90,15 @@ func (cp *ControlPlane) KubeletTLS() (certFile, keyFile, clientCAFile string) {
 	return cp.pki.KubeletCert, cp.pki.KubeletKey, cp.pki.CACert
 }
 
+// MetricsTLS are the files of the node agent's resource metrics API, which
+// the API server's aggregation layer calls through the Service
+// MetricsService: its serving certificate and key (for that Service's
+// name, from the cluster CA, whose certificate caFile is) and the CA of the
+// front proxy's client certificate (named FrontProxyClientName).
+func (cp *ControlPlane) MetricsTLS() (certFile, keyFile, caFile, frontProxyCAFile string) {
+	return cp.pki.MetricsCert, cp.pki.MetricsKey, cp.pki.CACert, cp.pki.FrontProxyCACert
+}
+
 // AuditLog is the API server's audit log (see AuditPolicy).
 func (cp *ControlPlane) AuditLog() string { return filepath.Join(cp.cfg.Dir, "logs", "audit.log") }
 
@@ -200,6 +209,16 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 		// Webhook Services resolve to their pods' EndpointSlices: no kube-proxy
 		// routes ClusterIPs here.
 		"--enable-aggregator-routing=true",
+		// The aggregation layer (the node agent's metrics API, the
+		// manager's external metrics): the front proxy's client certificate
+		// and the request headers that name the user.
+		"--requestheader-client-ca-file=" + certs.FrontProxyCACert,
+		"--requestheader-allowed-names=" + FrontProxyClientName,
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file=" + certs.FrontProxyClientCert,
+		"--proxy-client-key-file=" + certs.FrontProxyClientKey,
 		"--audit-policy-file=" + auditPolicy,
 		"--audit-log-path=" + filepath.Join(logs, "audit.log"),
 		"--audit-log-maxsize=20",
@@ -243,6 +262,11 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 		// Quick garbage collection and namespace cleanup keep tests short.
 		"--concurrent-gc-syncs=10",
 		"--namespace-sync-period=10s",
+		// HPAs look every 5s (15s in a cluster) and scale down after 30s
+		// of lower recommendations (5m), so autoscaling shows in seconds;
+		// an HPA's own behavior still overrides the window.
+		"--horizontal-pod-autoscaler-sync-period=5s",
+		"--horizontal-pod-autoscaler-downscale-stabilization=30s",
 		"--v=0",
 	}, logs)
 	if err != nil {

@@ -71,6 +71,17 @@ type Config struct {
 	KubeletCertFile, KubeletKeyFile, ClientCAFile string
 	// KubeletPort is the kubelet API's port on 127.0.0.1; 0 picks a free one.
 	KubeletPort int
+	// MetricsCertFile and MetricsKeyFile are the serving certificate of the
+	// resource metrics API (metrics.k8s.io, see metrics.go), made for the
+	// name <MetricsService>.kube-system.svc; MetricsCAFile is the CA that
+	// signed it (the APIService's caBundle). FrontProxyCAFile is the CA of
+	// the API server's front proxy client certificate, whose name is
+	// FrontProxyName. Empty MetricsCertFile: no metrics API.
+	MetricsCertFile, MetricsKeyFile, MetricsCAFile string
+	FrontProxyCAFile, FrontProxyName               string
+	// MetricsService names the Service in kube-system that the APIService
+	// names; default DefaultMetricsService.
+	MetricsService string
 }
 
 // Agent is the node agent. Create it with New and start it with Run, once.
@@ -101,6 +112,8 @@ type Agent struct {
 	procWG sync.WaitGroup // one per process wait goroutine
 
 	version string // apiserver gitVersion, reported as kubeletVersion; set by the registering goroutine only
+
+	ready chan struct{} // closed once the node is registered and the metrics API served
 }
 
 // New validates cfg and returns an Agent that has not started yet.
@@ -161,6 +174,7 @@ func New(client kubernetes.Interface, cfg Config) (*Agent, error) {
 		queue:     workqueue.NewTypedRateLimitingQueue(limiter()),
 		bindQueue: workqueue.NewTypedRateLimitingQueue(limiter()),
 		pods:      map[string]*podState{},
+		ready:     make(chan struct{}),
 	}, nil
 }
 
@@ -263,6 +277,23 @@ func (a *Agent) Run(ctx context.Context) error {
 	objects.WaitForCacheSync(ctx.Done())
 
 	var workers sync.WaitGroup
+	if ctx.Err() == nil && a.cfg.MetricsCertFile != "" {
+		if a.cfg.MetricsService == "" {
+			a.cfg.MetricsService = DefaultMetricsService
+		}
+		ln, roots, err := a.listenMetrics()
+		if err != nil {
+			a.log.Info("no resource metrics API (kubectl top, HPAs on CPU or memory)", "reason", err.Error())
+		} else {
+			workers.Go(func() { a.serveMetrics(ctx, ln, roots) })
+			if err := a.registerMetrics(ctx, ln.Addr().(*net.TCPAddr)); err != nil {
+				a.log.Error(err, "registering the resource metrics API")
+			} else {
+				a.log.Info("resource metrics API", "address", ln.Addr().String(), "apiService", metricsAPIService)
+			}
+		}
+	}
+	close(a.ready)
 	if ctx.Err() == nil {
 		for range podWorkers {
 			workers.Go(func() { a.runWorker(ctx, a.queue, a.reconcile) })
@@ -286,6 +317,21 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.markNotReady()
 	a.log.Info("node agent stopped")
 	return nil
+}
+
+// Ready is closed once the agent registered its node and, if configured,
+// the resource metrics API.
+func (a *Agent) Ready() <-chan struct{} { return a.ready }
+
+// HostIP is the agent's own address on the pod network, local to this
+// machine and accepted in EndpointSlices: a Service without a selector can
+// point at any process listening on it. Empty without a pod network; set
+// once Ready is closed.
+func (a *Agent) HostIP() string {
+	if gw, ok := a.ips.gateway(); ok {
+		return gw.String()
+	}
+	return ""
 }
 
 // objectChanged has every running pod of the object's namespace synced,

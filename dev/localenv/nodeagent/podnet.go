@@ -68,6 +68,15 @@ func setupPodNetwork() (*podIPs, error) {
 	return ips, fmt.Errorf("adding a block of %s to lo: %w", podNetwork, lastErr)
 }
 
+// gateway is the block's first address, the agent's own on the pod
+// network; false without a block.
+func (p *podIPs) gateway() (netip.Addr, bool) {
+	if p == nil || !p.block.IsValid() {
+		return netip.Addr{}, false
+	}
+	return p.block.Addr().Next(), true
+}
+
 // allocate returns a free address for key, preferring want (the pod's IP
 // from before an agent restart).
 func (p *podIPs) allocate(key, want string) string {
