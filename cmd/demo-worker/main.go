@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
@@ -41,7 +42,13 @@ func run(taskQueue string) error {
 	}
 	defer c.Close()
 	slog.Info("polling", "taskQueue", taskQueue, "deployment", env.DeploymentName, "buildID", env.BuildID)
-	return demoworker.New(c, env, taskQueue).Run(worker.InterruptCh())
+	var wopts demoworker.Options
+	if v := os.Getenv("DEMO_MAX_CONCURRENT_ACTIVITIES"); v != "" {
+		if wopts.MaxConcurrentActivities, err = strconv.Atoi(v); err != nil {
+			return fmt.Errorf("DEMO_MAX_CONCURRENT_ACTIVITIES=%q: %w", v, err)
+		}
+	}
+	return demoworker.NewWithOptions(c, env, taskQueue, wopts).Run(worker.InterruptCh())
 }
 
 func envOr(key, def string) string {

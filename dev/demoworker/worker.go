@@ -10,6 +10,18 @@ import (
 
 // New creates a versioned worker for the build the environment names.
 func New(c client.Client, env workerenv.Config, taskQueue string) worker.Worker {
+	return NewWithOptions(c, env, taskQueue, Options{})
+}
+
+// Options tune the demo worker.
+type Options struct {
+	// MaxConcurrentActivities bounds the activities a worker runs at once
+	// (DEMO_MAX_CONCURRENT_ACTIVITIES); 0 is the SDK's default.
+	MaxConcurrentActivities int
+}
+
+// NewWithOptions is New with opts.
+func NewWithOptions(c client.Client, env workerenv.Config, taskQueue string, opts Options) worker.Worker {
 	w := worker.New(c, taskQueue, worker.Options{
 		DeploymentOptions: worker.DeploymentOptions{
 			UseVersioning: true,
@@ -18,11 +30,13 @@ func New(c client.Client, env workerenv.Config, taskQueue string) worker.Worker 
 				BuildID:        env.BuildID,
 			},
 		},
+		MaxConcurrentActivityExecutionSize: opts.MaxConcurrentActivities,
 	})
 	pinned := workflow.RegisterOptions{VersioningBehavior: workflow.VersioningBehaviorPinned}
 	w.RegisterWorkflowWithOptions(Hello, withName(pinned, HelloWorkflow))
 	w.RegisterWorkflowWithOptions(Long, withName(pinned, LongPinnedWorkflow))
 	w.RegisterWorkflowWithOptions(RolloutGate, withName(pinned, GateWorkflow))
+	w.RegisterWorkflowWithOptions(Work, withName(pinned, WorkWorkflow))
 	w.RegisterWorkflowWithOptions(Long, workflow.RegisterOptions{
 		Name:               LongAutoUpgradeWorkflow,
 		VersioningBehavior: workflow.VersioningBehaviorAutoUpgrade,

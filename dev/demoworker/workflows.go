@@ -18,6 +18,7 @@ const (
 	LongPinnedWorkflow      = "LongPinned"
 	LongAutoUpgradeWorkflow = "LongAutoUpgrade"
 	GateWorkflow            = "RolloutGate"
+	WorkWorkflow            = "Work" // one Work activity: load to autoscale on
 	FinishSignal            = "finish"
 	BuildIDQuery            = "build-id"
 	// ContinueAsNewSignal makes a long workflow continue as new onto the
@@ -59,6 +60,16 @@ type GateInput struct {
 	Hang bool
 }
 
+// WorkInput is the load one Work workflow puts on a worker.
+type WorkInput struct {
+	// Sleep holds an activity slot this long: with few slots per worker
+	// (DEMO_MAX_CONCURRENT_ACTIVITIES) the activity tasks of many Work
+	// workflows wait in the task queue's backlog.
+	Sleep time.Duration
+	// Burn keeps one CPU busy this long, for autoscaling on CPU.
+	Burn time.Duration
+}
+
 // Activities run on the worker's build, which makes them the witness of
 // where a workflow ran.
 type Activities struct {
@@ -69,6 +80,33 @@ type Activities struct {
 func (a *Activities) WhoAmI(ctx context.Context) (string, error) {
 	activity.GetLogger(ctx).Debug("who am i", "buildID", a.BuildID)
 	return a.BuildID, nil
+}
+
+// Work sleeps, then burns CPU, as the input says, and returns the build ID.
+func (a *Activities) Work(ctx context.Context, in WorkInput) (string, error) {
+	select {
+	case <-time.After(in.Sleep):
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	for end := time.Now().Add(in.Burn); time.Now().Before(end) && ctx.Err() == nil; {
+		for i := 0; i < 1_000_000; i++ {
+			spin ^= uint64(i) * 2654435761
+		}
+	}
+	return a.BuildID, ctx.Err()
+}
+
+// spin is where Work burns CPU; a package variable, so the loop is not
+// optimized away.
+var spin uint64
+
+// Work runs the Work activity once.
+func Work(ctx workflow.Context, in WorkInput) (string, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: in.Sleep + in.Burn + time.Minute})
+	var id string
+	err := workflow.ExecuteActivity(ctx, (*Activities).Work, in).Get(ctx, &id)
+	return id, err
 }
 
 func whoAmI(ctx workflow.Context) (string, error) {
