@@ -354,8 +354,8 @@ func (d *drainPass) version(v *view, p *plan, rec DrainRecord, l PinnedListing) 
 		if len(runs) == 0 {
 			return rec
 		}
-		reason := fmt.Sprintf("rainbow: %s of worker deployment %s, longer than spec.sunset.maxDrainDuration (%s) of TemporalWorkerDeployment %s/%s",
-			drained, v.deploymentName(), spec.MaxDuration, v.in.Namespace, v.in.Name)
+		reason := fmt.Sprintf("rainbow: version %s of worker deployment %s has been draining for %s, longer than spec.sunset.maxDrainDuration (%s) of TemporalWorkerDeployment %s/%s",
+			l.BuildID, v.deploymentName(), now.Sub(since).Round(time.Second), spec.MaxDuration, v.in.Namespace, v.in.Name)
 		p.res.DrainWork = append(p.res.DrainWork, DrainWork{BuildID: l.BuildID, Op: op, Reason: reason, Runs: runs})
 		p.event(EventNormal, drainEvent[op], fmt.Sprintf("%s %d of the %d pinned workflows open on version %s: %s, longer than spec.sunset.maxDrainDuration (%s)",
 			verb, len(runs), l.Count, l.BuildID, drained, spec.MaxDuration))

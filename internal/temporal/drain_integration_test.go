@@ -159,6 +159,9 @@ func TestPinnedWorkflowsOfADrainingVersion(t *testing.T) {
 	if res.ContinuedFrom != "v1" || res.StartedOn != "v2" || res.FinishedOn != "v2" {
 		t.Fatalf("the continued run: %+v, want from v1, on v2", res)
 	}
+	if !res.TargetChanged {
+		t.Fatalf("the pinned run did not see Temporal's target-version-changed flag in the signal's workflow task: %+v", res)
+	}
 	if l, err := api.ListPinned(ctx, name, "v2", 10); err != nil || l.Count != 0 {
 		// Visibility may lag a moment, but the run has closed by now.
 		ht.Logf("v2's pinned workflows after the run closed: %+v %v", l, err)

@@ -157,7 +157,7 @@ func TestDrainDeadlineWrites(t *testing.T) {
 	drainingV0(f)
 	maxDrain(time.Hour, v1alpha1.DrainCancel)(f)
 	_, tmprl, res := f.reconcile()
-	reason := "(rainbow: version v0 has been draining for 2h0m0s of worker deployment shop/orders, longer than spec.sunset.maxDrainDuration (1h0m0s) of TemporalWorkerDeployment shop/orders)"
+	reason := "(rainbow: version v0 of worker deployment shop/orders has been draining for 2h0m0s, longer than spec.sunset.maxDrainDuration (1h0m0s) of TemporalWorkerDeployment shop/orders)"
 	want := []string{"RequestCancelWorkflowExecution wf-r1 r1 " + reason, "RequestCancelWorkflowExecution wf-r2 r2 " + reason}
 	if fmt.Sprint(tmprl) != fmt.Sprint(want) {
 		t.Fatalf("Temporal writes = %q, want %q", tmprl, want)
