@@ -31,15 +31,7 @@ func TestExamplesRollOut(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(file), ".yaml")
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			var twd v1alpha1.TemporalWorkerDeployment
-			env.ReadExample(t, filepath.Join("rollouts", filepath.Base(file)), &twd)
-			tt := env.NewTest(t)
-			applyConnectionExample(tt, twd.Spec.WorkerOptions.ConnectionRef.Name)
-			r := &rollout{T: tt, Name: twd.Name, TaskQueue: tt.TaskQueue(twd.Name)}
-			twd.Namespace = r.Namespace
-			twd.Spec.WorkerOptions.TemporalNamespace = r.Env.Info.TemporalNamespace
-			setTaskQueue(t, &twd, r.TaskQueue)
-			r.create(&twd)
+			r, twd := createExample(t, filepath.Join("rollouts", filepath.Base(file)), nil)
 			build := r.buildID()
 
 			switch twd.Spec.Rollout.Strategy {
@@ -74,6 +66,27 @@ func TestExamplesRollOut(t *testing.T) {
 			}
 		})
 	}
+}
+
+// createExample creates the TemporalWorkerDeployment of an example after
+// the TemporalConnection example it names, in a namespace of the test's
+// own: only the namespaces, the Temporal address and the task queue are
+// changed, then mutate (if any).
+func createExample(t *testing.T, file string, mutate func(*v1alpha1.TemporalWorkerDeployment)) (*rollout, v1alpha1.TemporalWorkerDeployment) {
+	t.Helper()
+	var twd v1alpha1.TemporalWorkerDeployment
+	env.ReadExample(t, file, &twd)
+	tt := env.NewTest(t)
+	applyConnectionExample(tt, twd.Spec.WorkerOptions.ConnectionRef.Name)
+	r := &rollout{T: tt, Name: twd.Name, TaskQueue: tt.TaskQueue(twd.Name)}
+	twd.Namespace = r.Namespace
+	twd.Spec.WorkerOptions.TemporalNamespace = r.Env.Info.TemporalNamespace
+	setTaskQueue(t, &twd, r.TaskQueue)
+	if mutate != nil {
+		mutate(&twd)
+	}
+	r.create(&twd)
+	return r, twd
 }
 
 // applyConnectionExample creates the TemporalConnection the examples' comments
