@@ -50,6 +50,10 @@ type Data struct {
 	BuildID        string
 	// TemporalNamespace is the Temporal namespace the workers poll.
 	TemporalNamespace string
+	// TemporalDeploymentName is the Temporal worker deployment the
+	// version's workers register with (spec.workerOptions.deploymentName,
+	// <namespace>/<name> by default), as a KEDA Temporal trigger names it.
+	TemporalDeploymentName string
 }
 
 // Target is the worker version a copy is made for.
@@ -63,9 +67,10 @@ type Target struct {
 	BuildID       string
 	// DeploymentName and DeploymentUID identify the versioned Deployment,
 	// which owns the copy.
-	DeploymentName    string
-	DeploymentUID     string
-	TemporalNamespace string
+	DeploymentName         string
+	DeploymentUID          string
+	TemporalNamespace      string
+	TemporalDeploymentName string
 }
 
 // Name is the name of the copy for one TWD, TWOR and build ID: at most 47
@@ -116,7 +121,8 @@ func Name(twd, twor, buildID string) string {
 // It fails when apiVersion or kind is missing, when a template fails, and
 // when metadata.labels or metadata.annotations are not maps of strings.
 func Render(object map[string]any, t Target) (*unstructured.Unstructured, error) {
-	r := renderer{data: Data{DeploymentName: t.DeploymentName, BuildID: t.BuildID, TemporalNamespace: t.TemporalNamespace}, target: t}
+	r := renderer{data: Data{DeploymentName: t.DeploymentName, BuildID: t.BuildID, TemporalNamespace: t.TemporalNamespace,
+		TemporalDeploymentName: t.TemporalDeploymentName}, target: t}
 	// The walk copies as it goes, so object stays untouched.
 	out, err := r.walk(object, "")
 	if err != nil {

@@ -13,13 +13,14 @@ import (
 )
 
 var target = Target{
-	Namespace:         "shop",
-	WorkerDeployment:  "orders",
-	OwnedResource:     "autoscaler",
-	BuildID:           "v2-abc",
-	DeploymentName:    "orders-v2-abc",
-	DeploymentUID:     "uid-2",
-	TemporalNamespace: "prod",
+	Namespace:              "shop",
+	WorkerDeployment:       "orders",
+	OwnedResource:          "autoscaler",
+	BuildID:                "v2-abc",
+	DeploymentName:         "orders-v2-abc",
+	DeploymentUID:          "uid-2",
+	TemporalNamespace:      "prod",
+	TemporalDeploymentName: "shop/orders",
 }
 
 // decode turns JSON into what the planner passes: json.Unmarshal into
@@ -89,14 +90,15 @@ func TestRender(t *testing.T) {
 	}, {
 		name: "templates in nested strings and lists",
 		object: `{"apiVersion":"keda.sh/v1alpha1","kind":"ScaledObject","spec":{
-			"triggers":[{"type":"temporal","metadata":{"namespace":"{{ .TemporalNamespace }}","buildId":"{{.BuildID}}","queue":"q"}}],
+			"triggers":[{"type":"temporal","metadata":{"namespace":"{{ .TemporalNamespace }}","buildId":"{{.BuildID}}","queue":"q",
+				"workerDeploymentName":"{{ .TemporalDeploymentName }}"}}],
 			"args":["--deployment={{ .DeploymentName }}","plain","{{ .BuildID }}/{{ .BuildID }}",3,true],
 			"when":"{{ if eq .BuildID \"v2-abc\" }}yes{{ else }}no{{ end }}",
 			"quoted":"{{ printf \"%q\" .BuildID }}"}}`,
 		want: `{"apiVersion":"keda.sh/v1alpha1","kind":"ScaledObject","spec":{` +
 			`"args":["--deployment=orders-v2-abc","plain","v2-abc/v2-abc",3,true],` +
 			`"quoted":"\"v2-abc\"",` +
-			`"triggers":[{"metadata":{"buildId":"v2-abc","namespace":"prod","queue":"q"},"type":"temporal"}],` +
+			`"triggers":[{"metadata":{"buildId":"v2-abc","namespace":"prod","queue":"q","workerDeploymentName":"shop/orders"},"type":"temporal"}],` +
 			`"when":"yes"}}`,
 	}, {
 		name:   "strings without {{ are not templates, map keys are never rendered",

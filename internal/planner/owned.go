@@ -117,13 +117,14 @@ func (v *view) render(or OwnedResource, d Deployment) (*unstructured.Unstructure
 		return nil, fmt.Errorf("spec.object is not a JSON object")
 	}
 	return ownedresource.Render(or.Object, ownedresource.Target{
-		Namespace:         v.in.Namespace,
-		WorkerDeployment:  v.in.Name,
-		OwnedResource:     or.Name,
-		BuildID:           d.BuildID,
-		DeploymentName:    d.Name,
-		DeploymentUID:     d.UID,
-		TemporalNamespace: v.in.TemporalNamespace,
+		Namespace:              v.in.Namespace,
+		WorkerDeployment:       v.in.Name,
+		OwnedResource:          or.Name,
+		BuildID:                d.BuildID,
+		DeploymentName:         d.Name,
+		DeploymentUID:          d.UID,
+		TemporalNamespace:      v.in.TemporalNamespace,
+		TemporalDeploymentName: v.in.DeploymentName,
 	})
 }
 
