@@ -100,6 +100,15 @@ func TestAdmissionRejectsInvalidSpecs(t *testing.T) {
 				InputFrom:    &v1.GateInputSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "x"}, Key: "k"}},
 			}
 		}, want: "rollout.gate.input and rollout.gate.inputFrom are mutually exclusive"},
+		"a drain action without maxDrainDuration": {mutate: func(d *v1.TemporalWorkerDeployment) {
+			d.Spec.Sunset.DrainAction = v1.DrainCancel
+		}, want: "spec.sunset.drainAction needs spec.sunset.maxDrainDuration"},
+		"an unknown drain action": {mutate: func(d *v1.TemporalWorkerDeployment) {
+			d.Spec.Sunset.MaxDrainDuration, d.Spec.Sunset.DrainAction = &metav1.Duration{Duration: time.Hour}, "Kill"
+		}, want: "spec.sunset.drainAction"},
+		"a continue-as-new signal without a name": {mutate: func(d *v1.TemporalWorkerDeployment) {
+			d.Spec.Sunset.ContinueAsNewSignal = &v1.ContinueAsNewSignal{}
+		}, want: "spec.sunset.continueAsNewSignal.name"},
 	}
 	for name, tc := range twdCases {
 		t.Run(name, func(t *testing.T) {
