@@ -22,6 +22,10 @@ all: bins
 demo: kube-bins bins ## Start the local environment and the controller, and show two rollouts (Ctrl-C stops)
 	@hack/demo.sh
 
+.PHONY: demo-autoscaling
+demo-autoscaling: kube-bins bins ## The same environment, and an HPA per version scaling it on its own Temporal backlog (Ctrl-C stops)
+	@DEMO_STORY=autoscaling hack/demo.sh
+
 .PHONY: test
 test: kube-bins bins $(HELM) vet verify-generated ## Run every test: unit, integration (real control plane, Temporal, workers)
 	go test $(GO_TEST_FLAGS) -timeout 40m ./...

@@ -5,8 +5,13 @@
 # with the Progressive strategy, printing the status as it changes. Then
 # everything keeps running until Ctrl-C, which stops it all.
 #
+# DEMO_STORY=autoscaling (make demo-autoscaling) tells the autoscaling story
+# instead: examples/autoscaling, an HPA per version on its own backlog, read
+# through the controller's external metrics API, which this script registers.
+#
 # Logs: .dev/devenv.log (environment), .dev/manager.log (controller).
 set -euo pipefail
+story_name=${DEMO_STORY:-rollout}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 state="$root/.dev"
@@ -63,9 +68,17 @@ done
 
 echo ">> Starting the controller (.cache/bin/manager, log: .dev/manager.log)"
 # The TemporalWorkerOwnedResource webhook on https://localhost:9443, with a
-# certificate the controller makes itself (docs/admission-webhook.md).
+# certificate the controller makes itself (docs/admission-webhook.md). For
+# the autoscaling story the same server serves the external metrics API,
+# which the API server reaches at the environment's host address.
+metrics_svc=rainbow-local-external-metrics
+extra=(--webhook-host 127.0.0.1)
+if [[ $story_name == autoscaling ]]; then
+  extra=(--webhook-host "" --external-metrics --backlog-interval 5s
+    --webhook-extra-dns-names "$metrics_svc.rainbow-system.svc")
+fi
 "$bin/manager" --kubeconfig "$KUBECONFIG" --metrics-bind-address 0 --health-probe-bind-address 0 \
-  --webhook-host 127.0.0.1 --webhook-port 9443 --webhook-cert-dir "$state/webhook-certs" \
+  "${extra[@]}" --webhook-port 9443 --webhook-cert-dir "$state/webhook-certs" \
   --webhook-cert-rotation --webhook-write-certs --webhook-dns-name localhost \
   --webhook-secret rainbow-system/rainbow-webhook-cert --webhook-configuration-name rainbow-validating-webhook \
   --zap-devel >"$state/manager.log" 2>&1 &
@@ -81,7 +94,37 @@ for i in $(seq 1 240); do
   sleep 0.5
 done
 
-"$bin/demo" --env-dir "$state" --examples "$root/examples/demo" &
+if [[ $story_name == autoscaling ]]; then
+  echo ">> Registering the controller's external metrics API (config/components/external-metrics, Service $metrics_svc)"
+  hostip=$(sed -n 's/.*"hostIP": *"\([^"]*\)".*/\1/p' "$state/env.json")
+  [[ -n $hostip ]] || { echo "the environment has no host address (hostIP in .dev/env.json)" >&2; exit 1; }
+  "$kubectl" apply --server-side --field-manager=rainbow-demo -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Service
+metadata: {name: $metrics_svc, namespace: rainbow-system}
+spec:
+  ports: [{name: https, port: 443, targetPort: 9443}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: $metrics_svc
+  namespace: rainbow-system
+  labels: {kubernetes.io/service-name: $metrics_svc, endpointslice.kubernetes.io/managed-by: rainbow-demo}
+addressType: IPv4
+endpoints: [{addresses: ["$hostip"], conditions: {ready: true}}]
+ports: [{name: https, port: 9443, protocol: TCP}]
+EOF
+  sed "s/name: rainbow-webhook\$/name: $metrics_svc/" config/components/external-metrics/apiservice.yaml |
+    "$kubectl" apply --server-side --field-manager=rainbow-demo -f - >/dev/null
+  for i in $(seq 1 120); do
+    "$kubectl" get apiservice v1beta1.external.metrics.k8s.io -o 'jsonpath={.status.conditions[?(@.type=="Available")].status}' 2>/dev/null | grep -q True && break
+    (( i < 120 )) || { echo "the external metrics API did not become available; see .dev/manager.log" >&2; exit 1; }
+    sleep 0.5
+  done
+fi
+
+"$bin/demo" --env-dir "$state" --examples "$root/examples/demo" --story "$story_name" &
 story=$!
 
 # Until Ctrl-C (the trap) or until something stops by itself.

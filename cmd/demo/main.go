@@ -30,10 +30,14 @@ import (
 
 func main() {
 	var (
-		envDir string
-		exit   bool
-		o      demo.Options
+		envDir, story string
+		exit          bool
+		o             demo.Options
+		a             demo.AutoscalingOptions
 	)
+	flag.StringVar(&story, "story", "rollout", "rollout (two rollouts, `make demo`) or autoscaling (an HPA per version on its backlog, `make demo-autoscaling`)")
+	flag.StringVar(&a.Dir, "autoscaling-examples", "examples/autoscaling", "directory holding "+demo.AutoscalingWorkerFile+" and "+demo.AutoscalingHPAFile+" (autoscaling story)")
+	flag.IntVar(&a.Burst, "burst", 24, "Work workflows started at once (autoscaling story)")
 	flag.StringVar(&envDir, "env-dir", ".dev", "state directory of the running local environment (holds env.json)")
 	flag.StringVar(&o.Dir, "examples", "examples/demo", "directory holding "+demo.ConnectionFile+" and "+demo.WorkerFile)
 	owned := "examples/twor-hpa.yaml"
@@ -44,14 +48,15 @@ func main() {
 	flag.DurationVar(&o.DrainHold, "drain-hold", 20*time.Second, "how long the pinned workflow keeps the first version Draining before it is told to finish")
 	flag.BoolVar(&exit, "exit", false, "exit after the story instead of running until interrupted")
 	flag.Parse()
-	o.Linger = !exit
+	o.Linger, a.Linger = !exit, !exit
+	a.ConnectionDir = o.Dir
 	if owned != "" {
 		o.OwnedFiles = strings.Split(owned, ",")
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, envDir, o); err != nil {
+	if err := run(ctx, envDir, story, o, a); err != nil {
 		if ctx.Err() != nil {
 			fmt.Fprintln(os.Stderr, "demo: stopped")
 			return
@@ -61,7 +66,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, envDir string, o demo.Options) error {
+func run(ctx context.Context, envDir, story string, o demo.Options, a demo.AutoscalingOptions) error {
 	info, err := localenv.ReadInfo(envDir)
 	if err != nil {
 		return fmt.Errorf("no running local environment in %s (start it with `make dev-env`): %w", envDir, err)
@@ -92,7 +97,16 @@ func run(ctx context.Context, envDir string, o demo.Options) error {
 	o.Out = os.Stdout
 	o.TemporalAddress, o.TemporalNamespace = info.TemporalAddress, info.TemporalNamespace
 	o.TemporalUI, o.Kubeconfig = info.TemporalUI, info.Kubeconfig
-	_, err = demo.Run(ctx, o)
+	switch story {
+	case "rollout":
+		_, err = demo.Run(ctx, o)
+	case "autoscaling":
+		a.Kube, a.Temporal, a.Out = o.Kube, o.Temporal, o.Out
+		a.TemporalAddress, a.TemporalNamespace = info.TemporalAddress, info.TemporalNamespace
+		_, err = demo.RunAutoscaling(ctx, a)
+	default:
+		return fmt.Errorf("--story=%q: want rollout or autoscaling", story)
+	}
 	if err == nil && ctx.Err() != nil {
 		return ctx.Err()
 	}

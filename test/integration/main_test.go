@@ -77,6 +77,19 @@ func startManager(e *harness.Env) (func(), error) {
 	webhookOpts := hook.Options()
 	controllerSA := admission.ServiceAccountIdentity("rainbow-system", "rainbow-manager")
 	webhookOpts.ControllerUser, webhookOpts.ControllerGroups = controllerSA.Username, controllerSA.Groups
+	// The external metrics API, next to the webhook: the API server calls
+	// it at the environment's host address, so the server listens on all.
+	metricsAPI := harness.LocalExternalMetrics{Service: "rainbow-test-external-metrics", Port: webhookPort}
+	removeMetricsAPI, err := e.InstallLocalExternalMetrics(metricsAPI)
+	if err != nil {
+		removeWebhook()
+		return nil, err
+	}
+	webhookOpts.Host = ""
+	webhookOpts.Rotation.ExtraDNSNames = []string{metricsAPI.DNSName()}
+	removeWebhook = func(removeHook func()) func() {
+		return func() { removeMetricsAPI(); removeHook() }
+	}(removeWebhook)
 
 	cfg := rest.CopyConfig(e.REST)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: managerUser}
@@ -88,6 +101,10 @@ func startManager(e *harness.Env) (func(), error) {
 		MaxVersions: manager.DefaultMaxVersions,
 		Logger:      logger,
 		Webhook:     webhookOpts,
+		// Backlogs are read every 3s (15s by default), so that HPAs on
+		// them react within seconds.
+		BacklogInterval: 3 * time.Second,
+		ExternalMetrics: true,
 	})
 	if err != nil {
 		removeWebhook()
@@ -136,6 +153,10 @@ func startManager(e *harness.Env) (func(), error) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	if err := e.WaitForWebhook(context.Background(), time.Minute); err != nil {
+		stop()
+		return nil, fmt.Errorf("%v (log: %s)", err, logPath)
+	}
+	if err := e.WaitForExternalMetrics(context.Background(), time.Minute); err != nil {
 		stop()
 		return nil, fmt.Errorf("%v (log: %s)", err, logPath)
 	}
