@@ -36,7 +36,9 @@ func main() {
 		return nil
 	})
 	flag.DurationVar(&opts.BacklogInterval, "backlog-interval", workerdeployment.DefaultBacklogInterval,
-		"how often the leader reads the task queue backlog of every running version from Temporal (Prometheus gauges), and how long a read is reused; 0 reads only on demand")
+		"how often the leader reads the task queue backlog of the running versions of autoscaled TemporalWorkerDeployments (or all, --backlog-all) from Temporal, and how long a read is reused; 0 reads only on demand")
+	flag.BoolVar(&opts.BacklogAll, "backlog-all", false,
+		"read the backlog of every TemporalWorkerDeployment's running versions in the background (Prometheus gauges for all), not only of those whose replicas an autoscaler owns")
 	flag.BoolVar(&opts.ExternalMetrics, "external-metrics", false,
 		"serve the versions' backlogs through the external metrics API (APIService "+externalmetrics.APIServiceName+") on the webhook server")
 	webhook := bindWebhookFlags(flag.CommandLine)

@@ -84,6 +84,9 @@ type Options struct {
 	// long a read is reused; 0 means no reads in the background, and
 	// reads on demand reused for workerdeployment.DefaultBacklogInterval.
 	BacklogInterval time.Duration
+	// BacklogAll reads every running version in the background, not only
+	// those of TWDs whose replicas an autoscaler owns.
+	BacklogAll bool
 	// ExternalMetrics serves the versions' backlogs through the external
 	// metrics API on the webhook server (which it needs), for the
 	// APIService v1beta1.external.metrics.k8s.io; with certificate
@@ -165,6 +168,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	pool := temporal.NewPool(opts.Identity, sdkLog)
 	recorder := mgr.GetEventRecorder(eventSource)
 	backlogs := workerdeployment.NewBacklogs(mgr.GetClient(), pool, clock.RealClock{}, opts.BacklogInterval)
+	backlogs.All = opts.BacklogAll
 	if opts.ExternalMetrics {
 		srv := externalmetrics.NewServer(backlogs, &externalmetrics.FrontProxyAuth{Reader: mgr.GetAPIReader(), Reviews: mgr.GetClient()})
 		for _, p := range srv.Paths() {

@@ -30,6 +30,11 @@ func (v *view) stranded(d Deployment) bool {
 	return b == nil || *b > 0
 }
 
+// ReplicasAutoscaled: an autoscaler owns the versions' replicas (no
+// spec.replicas, or an owned resource attaches one to every version), so
+// their backlog is what they may be scaled on.
+func ReplicasAutoscaled(in Input) bool { return newView(in).specReplicas() == nil }
+
 // BacklogsToRead are the versions whose backlog Plan needs: those someone
 // else scaled to zero that Temporal may hand work (see stranded). The
 // caller fills TemporalVersion.Backlog for them; for the others it may

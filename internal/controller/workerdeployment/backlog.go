@@ -32,7 +32,7 @@ const DefaultBacklogInterval = 15 * time.Second
 var (
 	backlogCount = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "rainbow_version_backlog_count",
-		Help: "Tasks waiting in a task queue of a running worker version: Temporal's approximate backlog count, read at most every --backlog-interval.",
+		Help: "Tasks waiting in a task queue of a running worker version: Temporal's approximate backlog count, read at most every --backlog-interval (in the background for autoscaled TemporalWorkerDeployments, or all with --backlog-all).",
 	}, []string{"namespace", "name", "build_id", "task_queue", "task_queue_type"})
 	backlogAge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "rainbow_version_backlog_age_seconds",
@@ -54,8 +54,9 @@ func init() {
 // external metrics API (Values) and the planner's rule for versions someone
 // else scaled to zero (planner.BacklogsToRead). A read younger than the
 // interval is reused, the reconciler's own describes count as reads, and on
-// the leader every running version is read once per interval (Start). It
-// is safe for concurrent use.
+// the leader the running versions of every TWD whose replicas an autoscaler
+// owns (or of all, with All) are read once per interval (Start). It is safe
+// for concurrent use.
 type Backlogs struct {
 	Client client.Reader
 	Pool   *temporal.Pool
@@ -63,6 +64,12 @@ type Backlogs struct {
 	// Interval between reads of a version; 0 means DefaultBacklogInterval
 	// for reuse and no reads in the background.
 	Interval time.Duration
+	// All reads every TWD's running versions in the background; otherwise
+	// only those of TWDs whose replicas an autoscaler owns
+	// (planner.ReplicasAutoscaled), where the backlog is what they scale
+	// on. The others' backlogs come from the reconciler's describes and
+	// the external metrics API's reads.
+	All bool
 
 	mu    sync.Mutex
 	reads map[types.NamespacedName]map[string]backlogRead
@@ -297,6 +304,15 @@ func (b *Backlogs) readAll(ctx context.Context) error {
 		}
 		running, zeroed := runningBuilds(deps)
 		b.keep(key, running)
+		if !b.All {
+			auto, err := b.autoscaled(ctx, twd)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if !auto {
+				continue
+			}
+		}
 		rctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
 		if err := b.refresh(rctx, twd, running); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", key, err))
@@ -325,6 +341,22 @@ func (b *Backlogs) readAll(ctx context.Context) error {
 		b.forget(key)
 	}
 	return errors.Join(errs...)
+}
+
+// autoscaled: an autoscaler owns the TWD's replicas.
+func (b *Backlogs) autoscaled(ctx context.Context, twd *v1alpha1.TemporalWorkerDeployment) (bool, error) {
+	in := planner.Input{Spec: planner.Spec{Replicas: twd.Spec.Replicas}}
+	if in.Spec.Replicas == nil {
+		return true, nil
+	}
+	var list v1alpha1.TemporalWorkerOwnedResourceList
+	if err := b.Client.List(ctx, &list, client.InNamespace(twd.Namespace), client.MatchingFields{ownedByWorker: twd.Name}); err != nil {
+		return false, err
+	}
+	for i := range list.Items {
+		in.OwnedResources = append(in.OwnedResources, plannerOwned(&list.Items[i], twd))
+	}
+	return planner.ReplicasAutoscaled(in), nil
 }
 
 // Sample is the backlog of one task queue of one version, labelled for the

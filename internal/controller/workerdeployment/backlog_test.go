@@ -121,3 +121,39 @@ func value(m prometheus.Metric) float64 {
 	}
 	return out.GetCounter().GetValue()
 }
+
+// TestBackgroundReadsOnlyAutoscaled: in the background, only the versions
+// of TWDs whose replicas an autoscaler owns are read, unless All.
+func TestBackgroundReadsOnlyAutoscaled(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		replicas  *int32
+		all, read bool
+	}{
+		{"spec.replicas set", ptr.To[int32](1), false, false},
+		{"no spec.replicas", nil, false, true},
+		{"spec.replicas set, All", ptr.To[int32](1), true, true},
+	} {
+		f := newFixture(t)
+		f.twd.Spec.Replicas = tc.replicas
+		f.runningDeployment()
+		f.registered(true, enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_CURRENT)
+		scheme := runtime.NewScheme()
+		_ = clientgoscheme.AddToScheme(scheme)
+		_ = v1alpha1.AddToScheme(scheme)
+		c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(f.objects, f.twd)...).
+			WithIndex(&v1alpha1.TemporalWorkerOwnedResource{}, ownedByWorker, indexOwnedByWorker).Build()
+		pool := temporal.NewPool(fixtureIdentity, nil).WithDialer(func(context.Context, sdkclient.Options) (sdkclient.Client, error) {
+			return stubSDK{svc: f.temporal}, nil
+		})
+		b := NewBacklogs(c, pool, clocktesting.NewFakePassiveClock(f.now), DefaultBacklogInterval)
+		b.All = tc.all
+		if err := b.readAll(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if _, read := b.fresh(keyOf(f.twd), f.build(), f.now); read != tc.read {
+			t.Errorf("%s: read = %v, want %v", tc.name, read, tc.read)
+		}
+		pool.Close()
+	}
+}
