@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -138,15 +139,7 @@ func TestBackgroundReadsOnlyAutoscaled(t *testing.T) {
 		f.twd.Spec.Replicas = tc.replicas
 		f.runningDeployment()
 		f.registered(true, enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_CURRENT)
-		scheme := runtime.NewScheme()
-		_ = clientgoscheme.AddToScheme(scheme)
-		_ = v1alpha1.AddToScheme(scheme)
-		c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(f.objects, f.twd)...).
-			WithIndex(&v1alpha1.TemporalWorkerOwnedResource{}, ownedByWorker, indexOwnedByWorker).Build()
-		pool := temporal.NewPool(fixtureIdentity, nil).WithDialer(func(context.Context, sdkclient.Options) (sdkclient.Client, error) {
-			return stubSDK{svc: f.temporal}, nil
-		})
-		b := NewBacklogs(c, pool, clocktesting.NewFakePassiveClock(f.now), DefaultBacklogInterval)
+		b, pool := f.newBacklogs(DefaultBacklogInterval)
 		b.All = tc.all
 		if err := b.readAll(context.Background()); err != nil {
 			t.Fatal(err)
@@ -156,4 +149,40 @@ func TestBackgroundReadsOnlyAutoscaled(t *testing.T) {
 		}
 		pool.Close()
 	}
+}
+
+// TestBackgroundReadWakesZeroedVersion: once tasks wait for a version
+// someone else scaled to zero, the background read wakes its TWD, which an
+// idle TWD would otherwise only notice within a minute.
+func TestBackgroundReadWakesZeroedVersion(t *testing.T) {
+	for _, waiting := range []int64{0, 1} {
+		f := newFixture(t)
+		f.twd.Spec.Replicas = nil
+		d := f.runningDeployment()
+		d.Spec.Replicas = ptr.To[int32](0)
+		f.registered(true, enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_CURRENT)
+		f.temporal.backlog = map[string]int64{f.build(): waiting}
+		b, pool := f.newBacklogs(DefaultBacklogInterval)
+		if err := b.readAll(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if woken := len(b.events) == 1; woken != (waiting > 0) {
+			t.Errorf("backlog %d: TWD woken = %v", waiting, woken)
+		}
+		pool.Close()
+	}
+}
+
+// newBacklogs is a Backlogs on the fixture's objects and Temporal stub; close
+// the pool when done.
+func (f *fixture) newBacklogs(interval time.Duration) (*Backlogs, *temporal.Pool) {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(f.objects, f.twd)...).
+		WithIndex(&v1alpha1.TemporalWorkerOwnedResource{}, ownedByWorker, indexOwnedByWorker).Build()
+	pool := temporal.NewPool(fixtureIdentity, nil).WithDialer(func(context.Context, sdkclient.Options) (sdkclient.Client, error) {
+		return stubSDK{svc: f.temporal}, nil
+	})
+	return NewBacklogs(c, pool, clocktesting.NewFakePassiveClock(f.now), interval), pool
 }
