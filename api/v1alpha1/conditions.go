@@ -1,5 +1,10 @@
 package v1alpha1
 
+// AnnotationAbortRollout on a TemporalWorkerDeployment names a target build
+// ID whose rollout is aborted: new workflows stay on the current version
+// until the annotation goes or the template changes (a new target).
+const AnnotationAbortRollout = "temporal.io/abort-rollout"
+
 // FinalizerCleanup holds a TemporalWorkerDeployment until its workers and
 // its versions in Temporal are gone. Removing it by hand gives up on that.
 const FinalizerCleanup = "temporal.io/worker-deployment-cleanup"
@@ -53,6 +58,9 @@ const (
 	// ReasonDeleting: the TemporalWorkerDeployment is being deleted and the
 	// controller is removing its versions from Temporal.
 	ReasonDeleting = "Deleting"
+	// ReasonRolloutAborted: the annotation AnnotationAbortRollout names the
+	// target; it gets no traffic and the ramp the controller set is removed.
+	ReasonRolloutAborted = "RolloutAborted"
 )
 
 // Reasons of a TemporalConnection's Ready condition. A connection that

@@ -299,9 +299,9 @@ func TestActionsOnRecordedObjects(t *testing.T) {
 		want string
 	}{
 		{healthy, "healthy", "pause"},
-		{ramping, "ramping", "pause,promote-full,promote-step"},
+		{ramping, "ramping", "abort,pause,promote-full,promote-step"},
 		{paused, "paused", "promote-full,resume"},
-		{recs["gate-failed"].Object, "gate failed", "pause"},
+		{recs["gate-failed"].Object, "gate failed", "abort,pause"},
 	} {
 		if got := discover(t, c.obj); got != c.want {
 			t.Errorf("%s: actions %s, want %s", c.name, got, c.want)
@@ -320,6 +320,7 @@ func TestActionsOnRecordedObjects(t *testing.T) {
 		{"promote-full", "promote-full", ramping, `{"spec":{"rollout":{"strategy":"AllAtOnce"}}}`},
 		{"promote-step", "promote-step", ramping,
 			`{"spec":{"rollout":{"steps":[{"pauseDuration":"0s","rampPercentage":25},{"pauseDuration":"1h0m0s","rampPercentage":75}]}}}`},
+		{"abort a ramp", "abort", ramping, `{"metadata":{"annotations":{"temporal.io/abort-rollout":"v2-bc821e32d34e460a"}}}`},
 	} {
 		got, err := action(t, c.action, copyObject(t, c.obj))
 		if err != nil || got != c.patch {
@@ -332,6 +333,16 @@ func TestActionsOnRecordedObjects(t *testing.T) {
 	o["metadata"].(map[string]any)["annotations"].(map[string]any)["team"] = "billing"
 	if got, err := action(t, "resume", o); err != nil || got != `{"metadata":{"annotations":{"argocd.temporal.io/paused-strategy":null}},"spec":{"rollout":{"strategy":"Progressive"}}}` {
 		t.Errorf("resume with another annotation: %s (%v)", got, err)
+	}
+
+	// An aborted rollout offers retry, and no promotion, until it is retried.
+	abortedObj := copyObject(t, ramping)
+	abortedObj["metadata"].(map[string]any)["annotations"] = map[string]any{"temporal.io/abort-rollout": "v2-bc821e32d34e460a"}
+	if got := discover(t, abortedObj); got != "pause,retry" {
+		t.Errorf("aborted: actions %s, want pause,retry", got)
+	}
+	if got, err := action(t, "retry", abortedObj); err != nil || got != `{"metadata":{"annotations":null}}` {
+		t.Errorf("retry: patch %s (%v)", got, err)
 	}
 
 	manual := copyObject(t, recs["seen-progressing-WaitingForPromotion"].Object)
@@ -347,6 +358,8 @@ func TestActionsOnRecordedObjects(t *testing.T) {
 		{"promote-full Manual from git", "promote-full", manual},
 		{"promote-step when nothing ramps", "promote-step", healthy},
 		{"promote-step when paused", "promote-step", paused},
+		{"abort a complete rollout", "abort", healthy},
+		{"retry what was not aborted", "retry", ramping},
 	} {
 		if got, err := action(t, c.action, copyObject(t, c.obj)); err == nil {
 			t.Errorf("%s: want an error, got patch %s", c.name, got)

@@ -22,6 +22,10 @@
 //     change, is left as they set it (RoutingChangedExternally). If we made
 //     that change and the target was current before, it becomes current at
 //     once, skipping gate and steps (rollback).
+//   - A target whose rollout a person aborted (the annotation
+//     temporal.io/abort-rollout names it) gets no traffic: the ramp we set
+//     on it goes (not under Manual), nothing is promoted, no gate starts
+//     (RolloutAborted), until the annotation goes or the target changes.
 //   - A gate workflow must succeed on the target before it gets traffic; if
 //     it fails the rollout stops and the target's ramp is removed.
 //   - Manual never writes routing, AllAtOnce makes the target current,

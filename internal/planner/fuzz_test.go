@@ -170,6 +170,9 @@ func fuzzInput(data []byte) Input {
 	}
 	fuzzOwned(s, &in)
 	fuzzAutoscale(s, &in)
+	if s.intn(4) == 0 {
+		in.Spec.AbortedBuildID = pick(s, in.Spec.TargetBuildID, "a")
+	}
 	return in
 }
 
@@ -385,6 +388,14 @@ func safetyViolations(in Input, r Result) []error {
 	}
 	if r.Ready.Reason == "" || r.Progressing.Reason == "" || r.Ready.Message == "" {
 		bad("empty condition: %+v %+v", r.Ready, r.Progressing)
+	}
+	if a := in.Spec.AbortedBuildID; a != "" && a == in.Spec.TargetBuildID {
+		if rt := r.Routing; rt != nil && (rt.Op == SetCurrent || rt.Op == SetRamp) && rt.BuildID == a {
+			bad("the aborted target %s gets traffic: %+v", a, rt)
+		}
+		if r.StartGate != nil {
+			bad("a gate starts for the aborted target %s", a)
+		}
 	}
 	return errs
 }

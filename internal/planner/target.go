@@ -40,6 +40,9 @@ func planTarget(v *view, p *plan) progress {
 		}
 		return targetIsCurrent(v, p)
 	}
+	if v.in.Spec.AbortedBuildID != "" && v.in.Spec.AbortedBuildID == v.target {
+		return abortRollout(v, p)
+	}
 	if prog, removed := rampWithoutWorkers(v, p); removed {
 		return prog
 	}
@@ -130,6 +133,24 @@ func syncTargetReplicas(v *view, p *plan, dep Deployment) {
 	}
 	p.scale(dep, want, why, EventScale, msg)
 	p.after(requeueWatch)
+}
+
+// abortRollout keeps new workflows off a target whose rollout a person
+// aborted: the ramp we set goes, someone else's stays, nothing is promoted
+// and no gate starts, until the annotation goes or the template changes.
+func abortRollout(v *view, p *plan) progress {
+	t := v.temporal()
+	msg := fmt.Sprintf("the rollout of version %s was aborted (annotation %s)", v.target, v1alpha1.AnnotationAbortRollout)
+	switch {
+	case t.RampingBuildID != v.target:
+	case t.LastModifierIdentity == v.in.Identity && v.canWriteRouting() && v.in.Spec.Strategy != v1alpha1.StrategyManual:
+		p.route(Routing{Op: RemoveRamp}, EventRemoveRamp, fmt.Sprintf("removing the ramp of version %s: its rollout was aborted", v.target))
+		msg += "; removing its ramp"
+	default:
+		msg += fmt.Sprintf("; its ramp of %d%% was set by %q and stays", t.RampPercentage, t.LastModifierIdentity)
+	}
+	return blockedBecause(v1alpha1.ReasonRolloutAborted, msg+
+		"; new workflows go to the current version. To retry, remove the annotation; to roll back, set spec.template back")
 }
 
 // rampWithoutWorkers takes the ramp away from a target whose workers no

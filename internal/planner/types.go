@@ -111,6 +111,10 @@ type Deletion struct {
 // Spec is the part of the TWD spec that rollout rules read.
 type Spec struct {
 	TargetBuildID string
+	// AbortedBuildID is the build ID whose rollout a person aborted
+	// (v1alpha1.AnnotationAbortRollout); it only counts while it is the
+	// target.
+	AbortedBuildID string
 	// Replicas of the target. Nil: an autoscaler owns replicas.
 	Replicas *int32
 	Strategy v1alpha1.RolloutStrategy

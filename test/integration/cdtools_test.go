@@ -304,7 +304,7 @@ func TestCDToolsFollowARollout(t *testing.T) {
 	if ramping.kstatus != status.InProgressStatus || ramping.health.Status != "Progressing" {
 		t.Fatalf("while ramping: %s", ramping)
 	}
-	r.requireActions(ramping, "pause", "promote-full", "promote-step")
+	r.requireActions(ramping, "abort", "pause", "promote-full", "promote-step")
 	r.record("ramping", ramping)
 
 	// pause: Manual holds the ramp; Argo CD shows Suspended.
@@ -329,7 +329,23 @@ func TestCDToolsFollowARollout(t *testing.T) {
 	if got := r.get(); got.Spec.Rollout.Strategy != v1alpha1.StrategyProgressive || got.Annotations[argocd.AnnotationPausedStrategy] != "" {
 		t.Fatalf("after resume: strategy %s, annotations %v", got.Spec.Rollout.Strategy, got.Annotations)
 	}
-	r.requireActions(resumed, "pause", "promote-full", "promote-step")
+	r.requireActions(resumed, "abort", "pause", "promote-full", "promote-step")
+
+	// abort: the controller removes its ramp; Failed and Degraded, and
+	// new workflows go to v1 only. retry takes the rollout up again.
+	r.runAction("abort")
+	aborted := r.waitView(time.Minute, "aborted: Failed and Degraded", func(v cdView) bool {
+		return v.kstatus == status.FailedStatus && v.health.Status == "Degraded" && strings.Contains(v.health.Message, v1alpha1.ReasonRolloutAborted)
+	})
+	r.Eventually(time.Minute, "the ramp of "+v2+" removed", func() (bool, string) {
+		cur, ramp, pct := r.routing()
+		return cur == v1 && ramp == "", fmt.Sprintf("current=%s ramping=%s %g%%", cur, ramp, pct)
+	})
+	r.requireActions(aborted, "pause", "retry")
+	r.runAction("retry")
+	r.waitView(time.Minute, "retried: ramping again", func(v cdView) bool {
+		return v.health.Status == "Progressing" && rampsAt(r.get(), v2, 25)
+	})
 
 	// promote-step: the 25% step ends now; the ramp goes to 75%.
 	r.runAction("promote-step")

@@ -266,6 +266,7 @@ func staleGate(o *observation, unneeded bool) bool {
 func plannerSpec(twd *v1alpha1.TemporalWorkerDeployment, target string, maxVersions int) planner.Spec {
 	s := planner.Spec{
 		TargetBuildID:    target,
+		AbortedBuildID:   twd.Annotations[v1alpha1.AnnotationAbortRollout],
 		Replicas:         twd.Spec.Replicas,
 		Strategy:         twd.Spec.Rollout.Strategy,
 		ScaledownDelay:   time.Hour,

@@ -4,11 +4,13 @@
 -- offered disabled.
 
 local PAUSED = "argocd.temporal.io/paused-strategy"
+local ABORT = "temporal.io/abort-rollout"
 
 local rollout = obj.spec.rollout or {}
 local strategy = rollout.strategy or "AllAtOnce"
 local annotations = obj.metadata.annotations or {}
 local pausedFrom = annotations[PAUSED]
+local abortedBuild = annotations[ABORT]
 local deleting = obj.metadata.deletionTimestamp ~= nil
 
 local st = obj.status or {}
@@ -38,9 +40,17 @@ end
 
 local resumable = strategy == "Manual" and (pausedFrom == "Progressive" or pausedFrom == "AllAtOnce")
 
+-- abort: while the target, not current yet, is not aborted already. Not
+-- under Manual: the controller writes no routing there, so it could not
+-- remove a ramp (retry, or resume first).
+local aborted = target ~= nil and abortedBuild ~= nil and abortedBuild == target.buildID
+local abortable = rolling and strategy ~= "Manual" and target ~= nil and target.buildID ~= nil and target.status ~= "Current" and not aborted
+
 local actions = {}
 actions["pause"] = {disabled = deleting or strategy == "Manual"}
 actions["resume"] = {disabled = deleting or not resumable}
-actions["promote-step"] = {disabled = not atStep or deleting}
-actions["promote-full"] = {disabled = not rolling or not (strategy == "Progressive" or resumable)}
+actions["promote-step"] = {disabled = not atStep or deleting or aborted}
+actions["promote-full"] = {disabled = not rolling or not (strategy == "Progressive" or resumable) or aborted}
+actions["abort"] = {disabled = not abortable}
+actions["retry"] = {disabled = deleting or abortedBuild == nil}
 return actions
