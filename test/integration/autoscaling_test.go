@@ -186,6 +186,7 @@ func findHPACondition(h *autoscalingv2.HorizontalPodAutoscaler, typ autoscalingv
 // task, the controller gives the version one worker back (an Event and
 // rainbow_workers_revived_total), and the workflow finishes on it.
 func TestZeroedVersionWithPinnedWorkGetsWorkersBack(t *testing.T) {
+	t.Parallel()
 	r := newRollout(env.NewTest(t), "revive")
 	twd := r.spec("v1")
 	twd.Spec.Replicas = nil
@@ -250,6 +251,7 @@ func TestZeroedVersionWithPinnedWorkGetsWorkersBack(t *testing.T) {
 // version's Deployment, its trigger filled in with the version's Temporal
 // worker deployment, build ID and namespace.
 func TestKEDAExampleApplies(t *testing.T) {
+	t.Parallel()
 	crd := `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"scaledobjects.keda.sh"},
 	"spec":{"group":"keda.sh","scope":"Namespaced","names":{"plural":"scaledobjects","singular":"scaledobject","kind":"ScaledObject","listKind":"ScaledObjectList"},
 	"versions":[{"name":"v1alpha1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}`
