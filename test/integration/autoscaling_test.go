@@ -28,18 +28,10 @@ import (
 // of its own, and waits for its first version to be current.
 func autoscaledExample(t *testing.T) (*rollout, string) {
 	t.Helper()
-	var twd v1alpha1.TemporalWorkerDeployment
-	env.ReadExample(t, "autoscaling/worker.yaml", &twd)
+	r, twd := createExample(t, "autoscaling/worker.yaml", nil)
 	if twd.Spec.Replicas != nil {
 		t.Fatal("examples/autoscaling/worker.yaml sets spec.replicas: its versions' replicas are the autoscaler's")
 	}
-	tt := env.NewTest(t)
-	applyConnectionExample(tt, twd.Spec.WorkerOptions.ConnectionRef.Name)
-	r := &rollout{T: tt, Name: twd.Name, TaskQueue: tt.TaskQueue(twd.Name)}
-	twd.Namespace = r.Namespace
-	twd.Spec.WorkerOptions.TemporalNamespace = r.Env.Info.TemporalNamespace
-	setTaskQueue(t, &twd, r.TaskQueue)
-	r.create(&twd)
 	build := r.buildID()
 	r.waitCurrent(2*time.Minute, build)
 	return r, build

@@ -58,8 +58,13 @@ func (a *Agent) serveKubelet(ctx context.Context, ln net.Listener) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", a.containerLogs)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	a.serve(ctx, ln, a.authorize(mux), "kubelet API")
+}
+
+// serve serves h on ln until ctx is done, then gives requests a second.
+func (a *Agent) serve(ctx context.Context, ln net.Listener, h http.Handler, what string) {
 	srv := &http.Server{
-		Handler:           a.authorize(mux),
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		// Handshakes refused (no client certificate, say) are the clients' business.
@@ -73,7 +78,7 @@ func (a *Agent) serveKubelet(ctx context.Context, ln net.Listener) {
 		_ = srv.Close()
 	}()
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		a.log.Error(err, "kubelet API stopped")
+		a.log.Error(err, what+" stopped")
 	}
 }
 

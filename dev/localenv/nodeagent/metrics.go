@@ -9,8 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log"
 	"net"
 	"net/http"
 	"os"
@@ -260,19 +258,7 @@ func (a *Agent) serveMetrics(ctx context.Context, ln net.Listener, roots *x509.C
 	mux.HandleFunc("GET /apis/"+metricsGroupVersion+"/namespaces/{namespace}/pods", m.pods)
 	mux.HandleFunc("GET /apis/"+metricsGroupVersion+"/namespaces/{namespace}/pods/{name}", m.pods)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	srv := &http.Server{
-		Handler:           m.authenticate(mux),
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
-		ErrorLog:          log.New(io.Discard, "", 0),
-	}
-	go func() {
-		<-ctx.Done()
-		_ = srv.Close()
-	}()
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		a.log.Error(err, "metrics API stopped")
-	}
+	a.serve(ctx, ln, m.authenticate(mux), "metrics API")
 }
 
 func metricsGroup() metav1.APIGroup {
