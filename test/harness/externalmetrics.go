@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -65,11 +64,7 @@ func (e *Env) InstallLocalExternalMetrics(m LocalExternalMetrics) (remove func()
 		},
 		apiService.Object,
 	}
-	list, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
-	if err != nil {
-		return nil, err
-	}
-	if _, err := e.Kubectl(list, "apply", "--server-side", "--field-manager=rainbow-test", "-f", "-"); err != nil {
+	if err := e.applyList(items); err != nil {
 		return nil, err
 	}
 	return func() {

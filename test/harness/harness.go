@@ -37,6 +37,7 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	rainbowv1alpha1 "github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/dev/demoworker"
 	"github.com/rainbow-deploy/rainbow/dev/localenv"
 	"github.com/rainbow-deploy/rainbow/dev/localenv/process"
 )
@@ -259,6 +260,23 @@ func (e *Env) NewTest(t *testing.T) *T {
 		}
 	})
 	return &T{T: t, Env: e, Namespace: ns, Suffix: suffix}
+}
+
+// Hello runs the demo worker's short workflow on taskQueue; its answer
+// names the build that ran it.
+func (t *T) Hello(taskQueue string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run, err := t.Env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: taskQueue}, demoworker.HelloWorkflow, "test")
+	if err != nil {
+		t.Fatalf("start Hello: %v", err)
+	}
+	var out string
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatalf("Hello: %v", err)
+	}
+	return out
 }
 
 // TaskQueue is a task queue name unique to this test.

@@ -78,11 +78,7 @@ func (e *Env) InstallLocalWebhook(w LocalWebhook) (remove func(), err error) {
 		}
 		items = append(items, obj)
 	}
-	list, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
-	if err != nil {
-		return nil, err
-	}
-	if _, err := e.Kubectl(list, "apply", "--server-side", "--field-manager=rainbow-test", "-f", "-"); err != nil {
+	if err := e.applyList(items); err != nil {
 		return nil, err
 	}
 	return func() {
@@ -145,4 +141,15 @@ func (e *Env) WaitForWebhookIn(ctx context.Context, ns string, timeout time.Dura
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// applyList server-side applies objects as one List, as the test field
+// manager.
+func (e *Env) applyList(items any) error {
+	list, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
+	if err != nil {
+		return err
+	}
+	_, err = e.Kubectl(list, "apply", "--server-side", "--field-manager=rainbow-test", "-f", "-")
+	return err
 }

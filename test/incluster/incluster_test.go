@@ -24,7 +24,6 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/client"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -37,7 +36,6 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
-	"github.com/rainbow-deploy/rainbow/dev/demoworker"
 	"github.com/rainbow-deploy/rainbow/internal/buildid"
 	"github.com/rainbow-deploy/rainbow/internal/manager"
 	"github.com/rainbow-deploy/rainbow/test/harness"
@@ -478,15 +476,5 @@ func (r *rollout) waitCurrent(timeout time.Duration, build string) {
 // hello runs the demo's short workflow; its answer names the build that ran it.
 func (r *rollout) hello() string {
 	r.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	run, err := r.Env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: r.taskQueue}, demoworker.HelloWorkflow, "test")
-	if err != nil {
-		r.Fatalf("start Hello: %v", err)
-	}
-	var out string
-	if err := run.Get(ctx, &out); err != nil {
-		r.Fatalf("Hello: %v", err)
-	}
-	return out
+	return r.Hello(r.taskQueue)
 }

@@ -237,17 +237,7 @@ func (r *rollout) startLong(workflowType string) client.WorkflowRun {
 // build that ran it.
 func (r *rollout) hello() string {
 	r.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	run, err := r.Env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: r.TaskQueue}, demoworker.HelloWorkflow, "test")
-	if err != nil {
-		r.Fatalf("start Hello: %v", err)
-	}
-	var out string
-	if err := run.Get(ctx, &out); err != nil {
-		r.Fatalf("Hello: %v", err)
-	}
-	return out
+	return r.Hello(r.TaskQueue)
 }
 
 // kubectl runs the environment's kubectl against its cluster.
