@@ -1,0 +1,272 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/temporal"
+	"github.com/rainbow-deploy/rainbow/internal/workload"
+)
+
+// Invariants checks the safety rules (see the package comment) for one TWD
+// while a scenario runs, and the gate rule at Finish.
+type Invariants struct {
+	s       *Scenario
+	twd     *TWD
+	traffic *Traffic
+	api     *temporal.API
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+
+	mu sync.Mutex
+	// routing is every distinct routing Temporal reported, in order.
+	routing []RoutingState
+	// retired are builds that were current and then replaced.
+	retired map[string]bool
+	// builds are every build ever current or ramping.
+	builds []string
+	// allowBack are builds the scenario rolls back to on purpose.
+	allowBack map[string]bool
+	// Checks counts the checks made, by rule, so a run shows they ran.
+	checks map[string]int
+}
+
+// RoutingState is one routing Temporal reported.
+type RoutingState struct {
+	At      time.Time
+	Current string
+	Ramping string
+	Percent float32
+}
+
+func (r RoutingState) String() string {
+	if r.Ramping == "" {
+		return "current=" + r.Current
+	}
+	return fmt.Sprintf("current=%s ramping=%s@%g%%", r.Current, r.Ramping, r.Percent)
+}
+
+// WatchInvariants starts watching twd's Deployments and routing; traffic
+// (may be nil) tells which pinned workflows are open. Call Finish at the
+// end of the scenario.
+func (s *Scenario) WatchInvariants(twd *TWD, traffic *Traffic) *Invariants {
+	ctx, cancel := context.WithCancel(context.Background())
+	inv := &Invariants{
+		s: s, twd: twd, traffic: traffic, cancel: cancel,
+		api:     temporal.NewAPI(s.Env.Temporal, s.Env.Info.TemporalNamespace, "rainbow-chaos-observer"),
+		retired: map[string]bool{}, allowBack: map[string]bool{}, checks: map[string]int{},
+	}
+	inv.wg.Add(2)
+	go inv.watchDeployments(ctx)
+	go inv.watchRouting(ctx)
+	s.Cleanup(func() { cancel(); inv.wg.Wait() })
+	return inv
+}
+
+// AllowBack lets build become current again (a rollback the scenario asks for).
+func (inv *Invariants) AllowBack(build string) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	inv.allowBack[build] = true
+}
+
+// Routing returns the routing history seen so far.
+func (inv *Invariants) Routing() []RoutingState {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	return slices.Clone(inv.routing)
+}
+
+func (inv *Invariants) count(rule string) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	inv.checks[rule]++
+}
+
+// watchDeployments checks every scale to zero and every deletion of one of
+// the TWD's version Deployments, when the watch reports it.
+func (inv *Invariants) watchDeployments(ctx context.Context) {
+	defer inv.wg.Done()
+	replicas := map[string]int32{} // last seen spec.replicas by Deployment name
+	for ctx.Err() == nil {
+		w, err := inv.s.Env.Clients.AppsV1().Deployments(inv.s.Namespace).Watch(ctx, metav1.ListOptions{})
+		if err != nil {
+			time.Sleep(time.Second)
+			continue
+		}
+		for ev := range w.ResultChan() {
+			d, ok := ev.Object.(*appsv1.Deployment)
+			if !ok || d.Labels[workload.LabelBuildID] == "" {
+				continue
+			}
+			build := d.Labels[workload.LabelBuildID]
+			n := ptr.Deref(d.Spec.Replicas, 1)
+			prev, seen := replicas[d.Name]
+			replicas[d.Name] = n
+			switch {
+			case ev.Type == watch.Deleted:
+				inv.checkRemoval(ctx, build, "deleted "+d.Name)
+			case ev.Type == watch.Modified && d.DeletionTimestamp != nil:
+				inv.checkRemoval(ctx, build, "deleting "+d.Name)
+			case ev.Type == watch.Modified && n == 0 && seen && prev > 0:
+				inv.checkRemoval(ctx, build, fmt.Sprintf("scaled %s from %d to 0", d.Name, prev))
+			}
+		}
+		w.Stop()
+	}
+}
+
+// checkRemoval: at the moment a version loses its workers, Temporal must
+// neither route it work nor report it draining, and no workflow the
+// traffic started pinned on it may still run.
+func (inv *Invariants) checkRemoval(ctx context.Context, build, what string) {
+	inv.count("removal")
+	at := time.Now()
+	cur, ramp, pct, err := inv.routingNow(ctx)
+	if err == nil && (cur == build || ramp == build) {
+		inv.s.Violation("%s at %s while Temporal routes it work (current=%s ramping=%s@%g%%)", what, at.Format(time.TimeOnly), cur, ramp, pct)
+	}
+	if v, err := inv.api.DescribeVersionNoPollers(ctx, inv.twd.DeploymentName(), build); err == nil &&
+		v.Drainage != nil && v.Drainage.Status == v1alpha1.VersionDraining {
+		inv.s.Violation("%s at %s while Temporal reports the version draining (since %s)", what, at.Format(time.TimeOnly), v.Drainage.ChangedAt.Format(time.TimeOnly))
+	}
+	if inv.traffic == nil {
+		return
+	}
+	for _, r := range inv.traffic.open() {
+		if !r.Pinned() {
+			continue
+		}
+		pinned, running := inv.pinnedTo(ctx, r)
+		if running && pinned == build {
+			inv.s.Violation("%s at %s while workflow %s pinned on it still runs", what, at.Format(time.TimeOnly), r.id)
+		}
+	}
+}
+
+// pinnedTo describes a traffic run: the build it is pinned on and whether
+// it still runs.
+func (inv *Invariants) pinnedTo(ctx context.Context, r *trafficRun) (build string, running bool) {
+	resp, err := inv.s.Env.Temporal.DescribeWorkflowExecution(ctx, r.id, r.runID)
+	if err != nil {
+		return "", false
+	}
+	info := resp.GetWorkflowExecutionInfo()
+	return info.GetVersioningInfo().GetDeploymentVersion().GetBuildId(),
+		info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+}
+
+func (inv *Invariants) routingNow(ctx context.Context) (cur, ramp string, pct float32, err error) {
+	for i := 0; i < 5; i++ {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		cur, ramp, pct, err = inv.twd.Routing(rctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return
+}
+
+// watchRouting polls Temporal's routing every 300ms and checks each
+// change: a ramp that drops for the same target, or a retired version made
+// current again, is a write from a stale plan; a new current or ramping
+// version must have pollers.
+func (inv *Invariants) watchRouting(ctx context.Context) {
+	defer inv.wg.Done()
+	for ctx.Err() == nil {
+		cur, ramp, pct, err := inv.twd.Routing(ctx)
+		if err == nil && (cur != "" || ramp != "") {
+			inv.observeRouting(ctx, RoutingState{At: time.Now(), Current: cur, Ramping: ramp, Percent: pct})
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+func (inv *Invariants) observeRouting(ctx context.Context, now RoutingState) {
+	inv.mu.Lock()
+	var prev RoutingState
+	if n := len(inv.routing); n > 0 {
+		prev = inv.routing[n-1]
+	}
+	if prev.Current == now.Current && prev.Ramping == now.Ramping && prev.Percent == now.Percent {
+		inv.mu.Unlock()
+		return
+	}
+	inv.routing = append(inv.routing, now)
+	var violations []string
+	if prev.Current != "" && prev.Current != now.Current {
+		inv.retired[prev.Current] = true
+	}
+	if now.Current != "" && inv.retired[now.Current] && !inv.allowBack[now.Current] {
+		violations = append(violations, fmt.Sprintf("retired version %s became current again (%s after %s)", now.Current, now, prev))
+	}
+	if now.Ramping != "" && now.Ramping == prev.Ramping && now.Percent < prev.Percent {
+		violations = append(violations, fmt.Sprintf("ramp of %s dropped from %g%% to %g%%", now.Ramping, prev.Percent, now.Percent))
+	}
+	var fresh []string
+	for _, b := range []string{now.Current, now.Ramping} {
+		if b != "" && b != prev.Current && b != prev.Ramping {
+			fresh = append(fresh, b)
+		}
+		if b != "" && !slices.Contains(inv.builds, b) {
+			inv.builds = append(inv.builds, b)
+		}
+	}
+	inv.checks["routing-change"]++
+	inv.mu.Unlock()
+	for _, v := range violations {
+		inv.s.Violation("%s", v)
+	}
+	for _, b := range fresh {
+		inv.count("routed-has-pollers")
+		v, err := inv.api.DescribeVersion(ctx, inv.twd.DeploymentName(), b)
+		if err == nil && !v.HasPollers {
+			inv.s.Violation("routing moved to %s (%s) but none of its workers poll", b, now)
+		}
+	}
+}
+
+// Finish stops watching and checks that each version ever routed to ran
+// at most one gate workflow (by its deterministic ID, in Temporal's
+// visibility). It returns how many checks each rule made.
+func (inv *Invariants) Finish() map[string]int {
+	inv.cancel()
+	inv.wg.Wait()
+	ctx := context.Background()
+	inv.mu.Lock()
+	builds := slices.Clone(inv.builds)
+	inv.mu.Unlock()
+	for _, b := range builds {
+		id := temporal.GateWorkflowID(inv.twd.DeploymentName(), b)
+		resp, err := inv.s.Env.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: inv.s.Env.Info.TemporalNamespace, Query: fmt.Sprintf("WorkflowId = '%s'", id),
+		})
+		if err != nil {
+			inv.s.Errorf("list gate runs of %s: %v", b, err)
+			continue
+		}
+		inv.count("gate-runs")
+		if n := len(resp.GetExecutions()); n > 1 {
+			inv.s.Violation("version %s ran %d gate workflows (%s), want at most one", b, n, id)
+		}
+	}
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	return inv.checks
+}
