@@ -125,6 +125,11 @@ type Window struct {
 	// the environment (devenv holds the Temporal server and the node
 	// agent; demo-worker is every worker together).
 	CPUByProcess map[string]float64 `json:"cpuSecondsPerMinuteByProcess"`
+	// RSSByProcess is the resident memory of each kind of process at the
+	// window's end, added up (demo-worker is every worker together).
+	RSSByProcess map[string]float64 `json:"rssMiBByProcess"`
+	// Processes counts each kind of process at the window's end.
+	Processes map[string]int `json:"processes"`
 	// MachineBusy is the share of all CPUs busy, whoever used them.
 	MachineBusy        float64            `json:"machineBusy"`
 	RSSMiB             float64            `json:"rssMiB"`
@@ -181,6 +186,10 @@ func window(name string, a, b snapshot, twds int) Window {
 		for name, sec := range cpuByName(a.cpu, b.cpu) {
 			w.CPUByProcess[name] = sec / minutes
 		}
+	}
+	w.RSSByProcess, w.Processes = rssByName(b.cpu), map[string]int{}
+	for _, p := range b.cpu {
+		w.Processes[p.name]++
 	}
 	if all := b.machineAll - a.machineAll; all > 0 {
 		w.MachineBusy = (b.machineBusy - a.machineBusy) / all

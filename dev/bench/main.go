@@ -31,7 +31,9 @@ import (
 )
 
 type config struct {
+	// N is the largest fleet of the scale phase, Ns every step of it.
 	N                   int           `json:"n"`
+	Ns                  []int         `json:"ns"`
 	Rollouts            int           `json:"rollouts"`
 	ProgressiveRollouts int           `json:"progressiveRollouts"`
 	Steps               []int32       `json:"steps"`
@@ -60,13 +62,27 @@ type Result struct {
 	StepProgress []progressSeen `json:"progressiveProgress"`
 	// Waiting: Manual TWDs waiting for a person, alone and ten at once.
 	Waiting []Waiting `json:"waiting,omitempty"`
-	Scale   *Scale    `json:"scale,omitempty"`
-	Table   []row     `json:"table"`
+	// Scales is the scale phase's steps, the fleet growing through Ns.
+	Scales []Scale `json:"scales,omitempty"`
+	// Phases is how long each phase of the run took, in order.
+	Phases []phaseTime `json:"phases"`
+	Table  []row       `json:"table"`
+	// Previous is the run this one is compared with, and Changes the
+	// change of each figure since it.
+	Previous string         `json:"previous,omitempty"`
+	Changes  []figureChange `json:"changes,omitempty"`
+}
+
+// phaseTime is how long one phase of the run took.
+type phaseTime struct {
+	Name    string  `json:"name"`
+	Seconds float64 `json:"seconds"`
 }
 
 func main() {
 	cfg := config{Steps: []int32{25, 50, 75}, Pause: 4 * time.Second}
-	flag.IntVar(&cfg.N, "n", envInt("BENCH_N", 100), "TWDs in the scale phase, each with a running demo worker (env BENCH_N); 0 skips it")
+	ns := flag.String("n", envString("BENCH_N", "10,50,100"),
+		"the scale phase's fleet sizes, comma separated and growing, each TWD with a running demo worker (env BENCH_N); 0 skips the phase")
 	flag.IntVar(&cfg.Rollouts, "rollouts", envInt("BENCH_ROLLOUTS", 12), "AllAtOnce rollouts timed one after the other (env BENCH_ROLLOUTS)")
 	flag.IntVar(&cfg.ProgressiveRollouts, "progressive-rollouts", envInt("BENCH_PROGRESSIVE_ROLLOUTS", 4), "Progressive rollouts of three steps each")
 	flag.DurationVar(&cfg.Idle, "idle", envDuration("BENCH_IDLE", 3*time.Minute), "how long the N TWDs are watched idle (env BENCH_IDLE)")
@@ -79,7 +95,15 @@ func main() {
 	managerArgs := flag.String("manager-args", "", "extra flags for the manager, space separated (e.g. --zap-log-level=5 logs every reconcile)")
 	flag.Parse()
 	cfg.ManagerArgs = strings.Fields(*managerArgs)
-	if err := run(cfg); err != nil {
+	var err error
+	if cfg.Ns, err = fleetSizes(*ns); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: -n / BENCH_N:", err)
+		os.Exit(2)
+	}
+	if len(cfg.Ns) > 0 {
+		cfg.N = cfg.Ns[len(cfg.Ns)-1]
+	}
+	if err = run(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "bench: cannot measure:", err)
 		os.Exit(1)
 	}
@@ -106,6 +130,8 @@ func run(cfg config) error {
 
 	fmt.Printf("bench: starting the environment and the controller (logs in %s)\n", runDir)
 	e, err := startEnv(root, runDir, cfg.N, cfg.Manager, cfg.ManagerArgs)
+	phase := newPhaseClock(&res)
+	phase.done("start the environment and the controller")
 	if err != nil {
 		return err
 	}
@@ -115,19 +141,28 @@ func run(cfg config) error {
 		return err
 	}
 
-	fmt.Printf("bench: %d AllAtOnce rollouts of one TWD\n", cfg.Rollouts)
 	if err := createNamespace(ctx, e, "bench-reaction"); err != nil {
 		return err
 	}
-	if res.Rollouts, res.RolloutLoad, err = allAtOnce(ctx, e, o, "bench-reaction", cfg.Rollouts); err != nil {
-		return err
+	others := 0 // TWDs of the earlier phases in bench-reaction
+	if cfg.Rollouts > 0 {
+		fmt.Printf("bench: %d AllAtOnce rollouts of one TWD\n", cfg.Rollouts)
+		if res.Rollouts, res.RolloutLoad, err = allAtOnce(ctx, e, o, "bench-reaction", cfg.Rollouts); err != nil {
+			return err
+		}
+		others++
+		phase.done("AllAtOnce rollouts")
 	}
-	fmt.Printf("bench: %d Progressive rollouts through %v%%, %s pauses\n", cfg.ProgressiveRollouts, cfg.Steps, cfg.Pause)
-	if res.Steps, res.StepProgress, res.StepLoad, err = progressive(ctx, e, o, "bench-reaction", cfg.ProgressiveRollouts, cfg.Steps, cfg.Pause); err != nil {
-		return err
-	}
-	if len(res.Steps) == 0 && cfg.ProgressiveRollouts > 0 {
-		return fmt.Errorf("no Progressive step could be timed")
+	if cfg.ProgressiveRollouts > 0 {
+		fmt.Printf("bench: %d Progressive rollouts through %v%%, %s pauses\n", cfg.ProgressiveRollouts, cfg.Steps, cfg.Pause)
+		if res.Steps, res.StepProgress, res.StepLoad, err = progressive(ctx, e, o, "bench-reaction", cfg.ProgressiveRollouts, cfg.Steps, cfg.Pause); err != nil {
+			return err
+		}
+		if len(res.Steps) == 0 {
+			return fmt.Errorf("no Progressive step could be timed")
+		}
+		others++
+		phase.done("Progressive rollouts")
 	}
 	if cfg.Waiting > 0 {
 		for i, k := range []int{1, 10} {
@@ -138,14 +173,18 @@ func run(cfg config) error {
 			}
 			res.Waiting = append(res.Waiting, w)
 		}
+		phase.done("Manual TWDs waiting")
 	}
-	if cfg.N > 0 {
-		fmt.Printf("bench: scale, %d TWDs with one demo worker each\n", cfg.N)
-		s, err := scale(ctx, e, o, "bench-scale", cfg.N, "bench-reaction", 2, cfg.Idle, cfg.ScaleRollout)
+	prev := 0
+	for step, n := range cfg.Ns {
+		fmt.Printf("bench: scale, %d TWDs with one demo worker each (%d more)\n", n, n-prev)
+		s, err := scale(ctx, e, o, "bench-scale", prev, n, step+1, "bench-reaction", others, cfg.Idle, cfg.ScaleRollout)
 		if err != nil {
 			return err
 		}
-		res.Scale = &s
+		res.Scales = append(res.Scales, s)
+		phase.done(fmt.Sprintf("scale to %d TWDs", n))
+		prev = n
 	}
 	res.Finished = time.Now()
 	res.Machine["loadAverageAtEnd"] = loadAverage()
@@ -155,13 +194,32 @@ func run(cfg config) error {
 	for i := range res.Waiting {
 		res.Waiting[i].Window.clean()
 	}
-	if res.Scale != nil {
-		for _, w := range []*Window{&res.Scale.Create, &res.Scale.Idle, &res.Scale.Rollout, &res.Scale.Retire} {
+	for i := range res.Scales {
+		s := &res.Scales[i]
+		for _, w := range []*Window{&s.Create, &s.Idle, &s.Rollout, &s.Retire} {
 			w.clean()
 		}
 	}
 	fmt.Println()
 	printTable(os.Stdout, header(res), res.Table)
+	printPhases(os.Stdout, res.Phases)
+	if len(res.Scales) > 0 {
+		fmt.Println()
+		printCurve(os.Stdout, res.Scales)
+		if err := plotScale(filepath.Join(runDir, "scale.png"), res.Scales, header(res)); err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
+		fmt.Printf("\nPlot: %s\n", filepath.Join(runDir, "scale.png"))
+	}
+	// The regression guard: the previous run's figures next to these.
+	if prevPath, prevRes, err := previousResult(cfg.Out, runDir); err != nil {
+		fmt.Printf("\nno previous result to compare with: %v\n", err)
+	} else {
+		res.Previous = prevPath
+		res.Changes = compare(figures(prevRes), figures(res))
+		fmt.Println()
+		printChanges(os.Stdout, prevPath, prevRes, res.Changes)
+	}
 
 	data, err := json.MarshalIndent(res, "", "  ")
 	if err != nil {
@@ -255,8 +313,8 @@ func table(res Result) []row {
 					"seeing Ready=True with the version current. One sample: where in the 10 s list interval the promotion falls decides it."},
 		)
 	}
-	if s := res.Scale; s != nil {
-		rows = append(rows, scaleRows(s)...)
+	if n := len(res.Scales); n > 0 {
+		rows = append(rows, scaleRows(&res.Scales[n-1], res.Scales[0].BaselineRSSMiB)...)
 	}
 	return rows
 }
@@ -266,7 +324,7 @@ func perMethod(w Window) string {
 	return joinSorted(w.ControllerRPCs, func(m string, n float64) string { return fmt.Sprintf("%s %.0f", m, n) })
 }
 
-func scaleRows(s *Scale) []row {
+func scaleRows(s *Scale, baselineRSS float64) []row {
 	// The busy window is the shared image change, or the creation of the
 	// N TWDs (their first rollout) when the change was skipped.
 	id, ro, rolling := s.Idle, s.Rollout, fmt.Sprintf("%d rolling out", s.N)
@@ -278,8 +336,8 @@ func scaleRows(s *Scale) []row {
 	if s.N+2 >= 500 {
 		verdict500 = verdict(id.RSSMiB < 150)
 	} else {
-		per := (id.RSSMiB - s.BaselineRSSMiB) / float64(s.N)
-		at500 = fmt.Sprintf("; 500 TWDs not run (about %.0f MiB if it grew linearly: %.2f MiB per TWD)", s.BaselineRSSMiB+per*500, per)
+		per := (id.RSSMiB - baselineRSS) / float64(s.N)
+		at500 = fmt.Sprintf("; 500 TWDs not run (about %.0f MiB if it grew linearly: %.2f MiB per TWD)", baselineRSS+per*500, per)
 	}
 	return []row{
 		{Figure: fmt.Sprintf("Temporal reads per idle TWD per minute (%d TWDs)", id.TWDs),
@@ -293,7 +351,7 @@ func scaleRows(s *Scale) []row {
 			Value: fmt.Sprintf("%.2f reads (%.2f worker-deployment) + %.2f writes; %.1f worker-deployment reads/s in the namespace", ro.ReadsPerTWDMin, ro.WorkerDeploymentReadsPerTM, ro.WritesPerTWDMin, ro.WorkerDeploymentReadsPerSec),
 			How:   "as idle, from the first spec change to the last TWD Ready; cross-check " + ro.crossCheck() + "."},
 		{Figure: fmt.Sprintf("Controller RSS, %d idle TWDs", id.TWDs),
-			Value:  fmt.Sprintf("%.0f MiB (%.0f MiB before the scale phase; peak %.0f MiB)%s", id.RSSMiB, s.BaselineRSSMiB, id.PeakRSSMiB, at500),
+			Value:  fmt.Sprintf("%.0f MiB (%.0f MiB before the scale phase; peak %.0f MiB)%s", id.RSSMiB, baselineRSS, id.PeakRSSMiB, at500),
 			Target: "< 150 MiB at 500 TWDs", Verdict: verdict500,
 			How: "VmRSS of the manager process (.cache/bin/manager, run on its own) from /proc/<pid>/status at the end of the idle window; peak is VmHWM at the end of the run."},
 		{Figure: "Controller CPU, idle / " + rolling, Value: fmt.Sprintf("%.2f / %.2f CPU s per minute", id.CPUSecondsPerMin, ro.CPUSecondsPerMin),
@@ -324,7 +382,7 @@ func rolloutRow(s *Scale) row {
 		Value: fmt.Sprintf("%s (each TWD median %s, p95 %s); old versions retired %s later", secs(s.RolloutSeconds), secs(s.RolloutEndToEnd.Median), secs(s.RolloutEndToEnd.P95), secs(s.RetireSeconds)),
 		How: fmt.Sprintf("the benchmark updates every TWD's image in turn, then times the first update to the last Ready=True seen by its watch. "+
 			"Retired: one Deployment per TWD left and no deprecated version in any status (sunset delays 2 s and 3 s; drainage is reported within 7 s by the dev server). "+
-			"Creating the %d took %s.", s.N, secs(s.CreateSeconds))}
+			"Creating the last %d of them took %s.", s.Added, secs(s.CreateSeconds))}
 }
 
 func breakdown(phases map[string][]float64) string {
@@ -400,6 +458,35 @@ func envInt(key string, def int) int {
 		return v
 	}
 	return def
+}
+
+func envString(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// fleetSizes parses "10,50,100": growing sizes; "0" or "" is none.
+func fleetSizes(v string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%q is not a number of TWDs", f)
+		}
+		if n == 0 {
+			continue
+		}
+		if len(out) > 0 && n <= out[len(out)-1] {
+			return nil, fmt.Errorf("sizes must grow: %d after %d", n, out[len(out)-1])
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 func envDuration(key string, def time.Duration) time.Duration {

@@ -12,12 +12,16 @@ import (
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 )
 
-// Scale is the N-TWD phase.
+// Scale is one step of the scale phase: the fleet grown to N TWDs, all of
+// them rolled out at once, their old versions retired, then left idle.
 type Scale struct {
 	N int `json:"n"`
-	// BaselineRSSMiB is the controller's RSS before the N TWDs existed.
+	// Added is how many TWDs this step created (the fleet grows step by
+	// step, so the earlier steps' TWDs are still there).
+	Added int `json:"added"`
+	// BaselineRSSMiB is the controller's RSS before this step's TWDs existed.
 	BaselineRSSMiB float64 `json:"baselineRSSMiB"`
-	// CreateSeconds: first create to the last TWD Ready.
+	// CreateSeconds: first create to the last new TWD Ready.
 	CreateSeconds float64 `json:"createSeconds"`
 	Create        Window  `json:"create"`
 	Idle          Window  `json:"idle"`
@@ -25,8 +29,13 @@ type Scale struct {
 	// last TWD Ready with its new version current.
 	RolloutSeconds float64 `json:"rolloutSeconds"`
 	// Per-TWD spec change to Ready during the shared rollout.
-	RolloutEndToEnd Stats  `json:"rolloutEndToEnd"`
-	Rollout         Window `json:"rollout"`
+	RolloutEndToEnd Stats `json:"rolloutEndToEnd"`
+	// RolloutStages splits each TWD's shared rollout at what the watches
+	// saw: spec change -> Deployment created (the controller's queue and
+	// reconcile), Deployment created -> available (Kubernetes, the worker
+	// starting), available -> Ready seen (the controller and Temporal).
+	RolloutStages map[string]Stats `json:"rolloutStages,omitempty"`
+	Rollout       Window           `json:"rollout"`
 	// RetireSeconds: from the last Ready until every old version's
 	// Deployment is deleted and status lists no deprecated version, in the
 	// scale namespace and the earlier phases' one.
@@ -37,17 +46,27 @@ type Scale struct {
 	rolledSnap snapshot
 }
 
-// scale creates n TWDs, each with one running version, changes all their
-// images at once, waits for the old versions to retire, then measures the
+// The stages of RolloutStages, in order.
+const (
+	stageCreated   = "spec change -> Deployment created"
+	stageAvailable = "Deployment created -> available"
+	stageReady     = "available -> Ready seen"
+)
+
+// scale grows the fleet in ns from `from` to `to` TWDs, each with one
+// running version; changes the images of all `to` at once (step numbers
+// the tags); waits for the old versions to retire; then measures the
 // controller while nothing moves. others is the number of TWDs in
 // otherNamespace, which exist from earlier phases.
-func scale(ctx context.Context, e *benchEnv, o *observer, ns string, n int, otherNamespace string, others int, idle time.Duration, rollout bool) (Scale, error) {
-	s := Scale{N: n}
-	total := n + others
-	if err := createNamespace(ctx, e, ns); err != nil {
-		return s, err
+func scale(ctx context.Context, e *benchEnv, o *observer, ns string, from, to, step int, otherNamespace string, others int, idle time.Duration, rollout bool) (Scale, error) {
+	s := Scale{N: to, Added: to - from}
+	total := to + others
+	if from == 0 {
+		if err := createNamespace(ctx, e, ns); err != nil {
+			return s, err
+		}
 	}
-	keys := make([]types.NamespacedName, n)
+	keys := make([]types.NamespacedName, to)
 	for i := range keys {
 		keys[i] = types.NamespacedName{Namespace: ns, Name: fmt.Sprintf("w%04d", i)}
 	}
@@ -56,33 +75,34 @@ func scale(ctx context.Context, e *benchEnv, o *observer, ns string, n int, othe
 		return s, err
 	}
 	s.BaselineRSSMiB = start.proc.RSSMiB
-	changes := make([]change, n)
-	for i, k := range keys {
-		if changes[i], err = create(ctx, e, newTWD(e, ns, k.Name, "s1", v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyAllAtOnce})); err != nil {
+	changes := make([]change, to)
+	for i := from; i < to; i++ {
+		twd := newTWD(e, ns, keys[i].Name, fmt.Sprintf("a%d", step), v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyAllAtOnce})
+		if changes[i], err = create(ctx, e, twd); err != nil {
 			return s, err
 		}
 	}
-	fmt.Printf("  created %d TWDs in %.1fs; waiting for all to be Ready\n", n, time.Since(start.at).Seconds())
-	last, err := waitAllReady(ctx, o, keys, changes, 5*time.Minute+time.Duration(n)*2*time.Second)
+	fmt.Printf("  created %d TWDs in %.1fs; waiting for all to be Ready\n", to-from, time.Since(start.at).Seconds())
+	last, err := waitAllReady(ctx, o, keys[from:], changes[from:], 5*time.Minute+time.Duration(to-from)*2*time.Second)
 	if err != nil {
 		return s, err
 	}
-	s.CreateSeconds = last.Sub(changes[0].at).Seconds()
+	s.CreateSeconds = last.Sub(changes[from].at).Seconds()
 	created, err := e.snapshot()
 	if err != nil {
 		return s, err
 	}
-	s.Create = window(fmt.Sprintf("create %d TWDs", n), start, created, total)
-	fmt.Printf("  all %d Ready %.1fs after the first create\n", n, s.CreateSeconds)
+	s.Create = window(fmt.Sprintf("create %d TWDs", to-from), start, created, total)
+	fmt.Printf("  all %d Ready %.1fs after the first create\n", to-from, s.CreateSeconds)
 
 	if rollout {
-		if err := sharedRollout(ctx, e, o, &s, keys, changes, total); err != nil {
+		if err := sharedRollout(ctx, e, o, &s, keys, fmt.Sprintf("b%d", step), total); err != nil {
 			return s, err
 		}
 	}
 	// Both namespaces: the earlier phases' old versions too.
 	before := time.Now()
-	for ns, count := range map[string]int{ns: n, otherNamespace: others} {
+	for ns, count := range map[string]int{ns: to, otherNamespace: others} {
 		if err := waitRetired(ctx, e, ns, count, 10*time.Minute); err != nil {
 			return s, err
 		}
@@ -93,7 +113,7 @@ func scale(ctx context.Context, e *benchEnv, o *observer, ns string, n int, othe
 			return s, err
 		}
 		s.RetireSeconds = retired.at.Sub(s.rolledOut).Seconds()
-		s.Retire = window(fmt.Sprintf("retire %d old versions", n), s.rolledSnap, retired, total)
+		s.Retire = window(fmt.Sprintf("retire %d old versions", to), s.rolledSnap, retired, total)
 		fmt.Printf("  old versions retired %.1fs after the last Ready\n", s.RetireSeconds)
 	} else {
 		fmt.Printf("  no old version left (waited %.1fs)\n", time.Since(before).Seconds())
@@ -122,17 +142,18 @@ func scale(ctx context.Context, e *benchEnv, o *observer, ns string, n int, othe
 	return s, nil
 }
 
-// sharedRollout changes every TWD's image at once, applied as fast as the
-// API server takes it (as a Helm upgrade or a GitOps sync would), and
-// times the rollout.
-func sharedRollout(ctx context.Context, e *benchEnv, o *observer, s *Scale, keys []types.NamespacedName, changes []change, total int) error {
+// sharedRollout changes every TWD's image to tag at once, applied as fast
+// as the API server takes it (as a Helm upgrade or a GitOps sync would),
+// and times the rollout.
+func sharedRollout(ctx context.Context, e *benchEnv, o *observer, s *Scale, keys []types.NamespacedName, tag string, total int) error {
 	n := len(keys)
 	rollStart, err := e.snapshot()
 	if err != nil {
 		return err
 	}
+	changes := make([]change, n)
 	for i, k := range keys {
-		if changes[i], err = setTag(ctx, e, k, "s2"); err != nil {
+		if changes[i], err = setTag(ctx, e, k, tag); err != nil {
 			return err
 		}
 	}
@@ -143,18 +164,43 @@ func sharedRollout(ctx context.Context, e *benchEnv, o *observer, s *Scale, keys
 	}
 	s.RolloutSeconds = last.Sub(changes[0].at).Seconds()
 	var e2e []float64
+	stages := map[string][]float64{}
 	for i, k := range keys {
 		t, _ := o.readyAt(k, changes[i].generation)
 		e2e = append(e2e, t.Sub(changes[i].at).Seconds())
+		v := o.seen(k.Namespace, k.Name, changes[i].build)
+		if v.deploymentCreated.IsZero() || v.available.IsZero() {
+			continue // the watch missed it; the stage figures say how many they hold
+		}
+		stages[stageCreated] = append(stages[stageCreated], v.deploymentCreated.Sub(changes[i].at).Seconds())
+		stages[stageAvailable] = append(stages[stageAvailable], v.available.Sub(v.deploymentCreated).Seconds())
+		stages[stageReady] = append(stages[stageReady], t.Sub(v.available).Seconds())
 	}
 	s.RolloutEndToEnd = stats(e2e)
+	s.RolloutStages = map[string]Stats{}
+	for k, xs := range stages {
+		s.RolloutStages[k] = stats(xs)
+	}
 	if s.rolledSnap, err = e.snapshot(); err != nil {
 		return err
 	}
 	s.rolledOut = last
 	s.Rollout = window(fmt.Sprintf("shared image change of %d TWDs", n), rollStart, s.rolledSnap, total)
-	fmt.Printf("  all %d rolled out %.1fs after the first change; waiting for the old versions to retire\n", n, s.RolloutSeconds)
+	fmt.Printf("  all %d rolled out %.1fs after the first change (each: median %.1fs; %s); waiting for the old versions to retire\n",
+		n, s.RolloutSeconds, s.RolloutEndToEnd.Median, stageMedians(s.RolloutStages))
 	return nil
+}
+
+// stageMedians is the rollout stages' medians, in order.
+func stageMedians(st map[string]Stats) string {
+	out := ""
+	for i, k := range []string{stageCreated, stageAvailable, stageReady} {
+		if i > 0 {
+			out += "; "
+		}
+		out += fmt.Sprintf("%s %s", k, secs(st[k].Median))
+	}
+	return out
 }
 
 // waitAllReady waits until every key is Ready at its change's generation

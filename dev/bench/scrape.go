@@ -246,14 +246,19 @@ func readProc(pid int) (procStat, error) {
 	return p, nil
 }
 
-// procCPU is one process's CPU time so far.
+// procCPU is one process's CPU time so far, and its resident memory.
 type procCPU struct {
 	name    string
 	started uint64 // start time in ticks since boot, tells a reused pid apart
 	seconds float64
+	rssMiB  float64
 }
 
-// processCPU reads the CPU time of root and every process below it, by pid.
+// pageMiB is the size of a memory page in MiB, for /proc/<pid>/stat's rss.
+var pageMiB = float64(os.Getpagesize()) / (1 << 20)
+
+// processCPU reads the CPU time and RSS of root and every process below
+// it, by pid.
 func processCPU(roots ...int) map[int]procCPU {
 	type entry struct {
 		ppid int
@@ -282,7 +287,8 @@ func processCPU(roots ...int) map[int]procCPU {
 		utime, _ := strconv.ParseFloat(f[11], 64)
 		stime, _ := strconv.ParseFloat(f[12], 64)
 		started, _ := strconv.ParseUint(f[19], 10, 64)
-		all[pid] = entry{ppid, procCPU{name: string(data[open+1 : closing]), started: started, seconds: (utime + stime) / clockTicks}}
+		pages, _ := strconv.ParseFloat(f[21], 64)
+		all[pid] = entry{ppid, procCPU{name: string(data[open+1 : closing]), started: started, seconds: (utime + stime) / clockTicks, rssMiB: pages * pageMiB}}
 	}
 	children := map[int][]int{}
 	for pid, e := range all {
@@ -312,6 +318,15 @@ func cpuByName(a, b map[int]procCPU) map[string]float64 {
 			d -= q.seconds
 		}
 		out[p.name] += d
+	}
+	return out
+}
+
+// rssByName adds up the resident memory of each kind of process.
+func rssByName(procs map[int]procCPU) map[string]float64 {
+	out := map[string]float64{}
+	for _, p := range procs {
+		out[p.name] += p.rssMiB
 	}
 	return out
 }

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"image/png"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestFleetSizes(t *testing.T) {
+	got, err := fleetSizes("10, 50,100")
+	if err != nil || len(got) != 3 || got[2] != 100 {
+		t.Fatalf("fleetSizes = %v, %v", got, err)
+	}
+	if got, err := fleetSizes("0"); err != nil || len(got) != 0 {
+		t.Fatalf("0 should skip the phase: %v, %v", got, err)
+	}
+	for _, bad := range []string{"50,10", "x", "-1"} {
+		if _, err := fleetSizes(bad); err == nil {
+			t.Errorf("fleetSizes(%q) accepted", bad)
+		}
+	}
+}
+
+func TestCompareFlagsChanges(t *testing.T) {
+	before := map[string]figure{"a": {Value: 1}, "b": {Value: 1}, "c": {Value: 1}, "gone": {Value: 1}}
+	now := map[string]figure{"a": {Value: 1.5}, "b": {Value: 0.5}, "c": {Value: 1.05}, "new": {Value: 1}}
+	flags := map[string]string{}
+	for _, c := range compare(before, now) {
+		flags[c.Figure] = c.Flag
+	}
+	want := map[string]string{"a": "worse", "b": "better", "c": ""}
+	if len(flags) != len(want) {
+		t.Fatalf("compared %v, want only the figures both runs have", flags)
+	}
+	for k, v := range want {
+		if flags[k] != v {
+			t.Errorf("%s flagged %q, want %q", k, flags[k], v)
+		}
+	}
+}
+
+func TestPreviousResultReadsTheOldFormat(t *testing.T) {
+	dir := t.TempDir()
+	old := filepath.Join(dir, "20260101-000000")
+	if err := os.MkdirAll(old, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	doc := `{"scale": {"n": 100, "rolloutSeconds": 50, "rollout": {"seconds": 60}}}`
+	if err := os.WriteFile(filepath.Join(old, "result.json"), []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, res, err := previousResult(dir, filepath.Join(dir, "20260102-000000"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, ok := figures(res)["N=100: roll out all after a shared image change"]; !ok || f.Value != 50 {
+		t.Fatalf("figures = %v", figures(res))
+	}
+}
+
+func TestPlotScaleWritesAPNG(t *testing.T) {
+	var scales []Scale
+	for i, n := range []int{10, 50, 100} {
+		s := Scale{N: n, RolloutSeconds: float64(5 * (i + 1)), RolloutStages: map[string]Stats{stageReady: {N: 1, Median: 0.4}}}
+		s.Rollout = Window{Seconds: 60, TWDs: n, ReadsPerTWDMin: 2, CPUSecondsPerMin: 3, CPUByProcess: map[string]float64{"devenv": 60}}
+		s.Idle = Window{Seconds: 60, TWDs: n, RSSMiB: 60 + float64(n)/10, PeakRSSMiB: 70 + float64(n)/10}
+		scales = append(scales, s)
+	}
+	path := filepath.Join(t.TempDir(), "scale.png")
+	if p := os.Getenv("BENCH_TEST_PLOT"); p != "" {
+		path = p // to look at it
+	}
+	if err := plotScale(path, scales, "test"); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := png.Decode(f); err != nil {
+		t.Fatalf("not a PNG: %v", err)
+	}
+}
