@@ -357,6 +357,38 @@ type WorkerVersion struct {
 	// continueAsNewSignal).
 	// +optional
 	Drain *VersionDrain `json:"drain,omitempty"`
+	// Revival is the controller's latest revival of this version: someone
+	// else (an autoscaler, a person) had scaled its Deployment to zero
+	// while Temporal could still hand it work and tasks waited for it, so
+	// the controller gave it a worker back.
+	// +optional
+	Revival *VersionRevival `json:"revival,omitempty"`
+}
+
+// VersionRevival records the controller's latest revival of a version
+// someone else had scaled to zero (docs/autoscaling.md).
+type VersionRevival struct {
+	// At is when the controller scaled the Deployment back up.
+	At metav1.Time `json:"at"`
+	// FromReplicas is the Deployment's spec.replicas the controller found:
+	// someone else's zero.
+	FromReplicas int32 `json:"fromReplicas"`
+	// Replicas is what the controller set it to: one worker, for the
+	// version's autoscaler (if any) to take over from.
+	Replicas int32 `json:"replicas"`
+	// VersionStatus is the version's status in Temporal at that time.
+	VersionStatus VersionStatus `json:"versionStatus"`
+	// Backlog is how many tasks waited in the version's task queues;
+	// absent when the backlog could not be read, which counts as tasks
+	// waiting.
+	// +optional
+	Backlog *int64 `json:"backlog,omitempty"`
+	// Count is how many times the controller revived this version. A count
+	// that keeps growing means something keeps scaling it to zero while
+	// work waits for it.
+	Count int32 `json:"count"`
+	// Message says why, as the Scale Event does.
+	Message string `json:"message"`
 }
 
 // VersionDrain reports the drain deadline and the continue-as-new signal of

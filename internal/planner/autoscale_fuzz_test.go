@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"reflect"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 )
@@ -73,6 +74,16 @@ func autoscaleViolations(in Input, r Result) []error {
 			bad("replicas of %s changed from %d to %d while an autoscaler owns them (%+v)", s.BuildID, d.Replicas, s.Replicas, s)
 		}
 		zeroedByOthers := d.Replicas == 0 && d.ScaledDownAt == nil
+		if (s.Reason == ScaleRevive) != (s.Revival != nil) {
+			bad("scale %+v: a revival record on other than a revival, or a revival without one", s)
+		}
+		if rv := s.Revival; rv != nil {
+			tv, _ := version(s.BuildID)
+			if !rv.At.Equal(in.Now) || rv.FromReplicas != d.Replicas || rv.Replicas != s.Replicas || rv.Message == "" ||
+				!reflect.DeepEqual(rv.Backlog, tv.Backlog) || rv.Status != statusIn(r, s.BuildID) {
+				bad("revival of %s records %+v; the Deployment was %+v, Temporal %+v, status %s", s.BuildID, *rv, d, tv, statusIn(r, s.BuildID))
+			}
+		}
 		switch {
 		case s.Reason == ScaleRevive && (s.Replicas != 1 || !zeroedByOthers || !waits(d)):
 			bad("revived %s (%+v) with no work waiting, or not from someone else's zero (%+v)", s.BuildID, s, d)
@@ -93,6 +104,16 @@ func autoscaleViolations(in Input, r Result) []error {
 		}
 	}
 	return errs
+}
+
+// statusIn is build's status as the plan reports it.
+func statusIn(r Result, build string) v1alpha1.VersionStatus {
+	for _, v := range r.Versions {
+		if v.BuildID == build {
+			return v.Status
+		}
+	}
+	return ""
 }
 
 func statusOr(s v1alpha1.VersionStatus) v1alpha1.VersionStatus {

@@ -46,8 +46,9 @@
 //     unknown) and tasks wait in its task queues (TemporalVersion.Backlog;
 //     a backlog not read counts as waiting), it gets one replica back
 //     (ScaleRevive, during a deletion's wait too) for its autoscaler to take
-//     over; with no task waiting an autoscaler's scale-to-zero stands, so
-//     the two never pull apart. Replicas an autoscaler owns are otherwise
+//     over, and status records when, from what and why (Scale.Revival);
+//     with no task waiting an autoscaler's scale-to-zero stands, so the two
+//     never pull apart. Replicas an autoscaler owns are otherwise
 //     never changed.
 //   - A Deployment whose workers were given another Temporal server than the
 //     connection names now (namespace IDs differ; without both, the address

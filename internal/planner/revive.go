@@ -56,9 +56,18 @@ func BacklogsToRead(in Input) []string {
 
 // revive gives a stranded version one worker, for its autoscaler (if any)
 // to take over from: an HPA does nothing while its target has no replicas.
+// Status records the revival once the scale is written.
 func revive(v *view, p *plan, d Deployment) {
-	p.scale(d, 1, ScaleRevive, EventScale, fmt.Sprintf("scaling Deployment %s of version %s back up to 1 replica: it was scaled to zero "+
-		"by someone else (an autoscaler or a person) while Temporal reports it %s and %s", d.Name, d.BuildID, v.status(d.BuildID), waiting(v, d.BuildID)))
+	const replicas = 1
+	why := fmt.Sprintf("it was scaled to zero by someone else (an autoscaler or a person) while Temporal reports it %s and %s",
+		v.status(d.BuildID), waiting(v, d.BuildID))
+	p.scale(d, replicas, ScaleRevive, EventScale, fmt.Sprintf("scaling Deployment %s of version %s back up to %d replica: %s", d.Name, d.BuildID, replicas, why))
+	rev := &Revival{At: v.now(), FromReplicas: d.Replicas, Replicas: replicas, Status: v.status(d.BuildID), Message: why}
+	if b := v.tvs[d.BuildID].Backlog; b != nil {
+		n := *b
+		rev.Backlog = &n
+	}
+	p.res.Scale[len(p.res.Scale)-1].Revival = rev
 	p.after(requeueWatch)
 }
 

@@ -35,13 +35,14 @@ func autoscaledTarget(in *Input) {
 // taken for drained, and gets one worker back once work waits for it;
 // without waiting work its autoscaler's scale-to-zero stands.
 func TestStrandedVersions(t *testing.T) {
-	revived := func(build string) []Scale {
-		return []Scale{{Name: "worker-" + build, BuildID: build, Replicas: 1, Reason: ScaleRevive}}
+	revived := func(build string, st v1alpha1.VersionStatus, backlog *int64) []Scale {
+		return []Scale{{Name: "worker-" + build, BuildID: build, Replicas: 1, Reason: ScaleRevive,
+			Revival: &Revival{At: t0, FromReplicas: 0, Replicas: 1, Status: st, Backlog: backlog}}}
 	}
 	runCases(t, cases{
 		"draining, zeroed by an autoscaler, tasks wait: one worker back": {
 			in:   with(base(), autoscaledTarget, func(in *Input) { setDep(in, zeroed("v1")) }, backlog("v1", 3)),
-			want: ready(expect{Scale: revived("v1"), Requeue: 30 * time.Second, Events: []string{EventScale}}),
+			want: ready(expect{Scale: revived("v1", draining, ptr[int64](3)), Requeue: 30 * time.Second, Events: []string{EventScale}}),
 		},
 		"draining, zeroed, no task waits: left at zero, and not taken for drained": {
 			in:   with(base(), autoscaledTarget, func(in *Input) { setDep(in, zeroed("v1")) }, backlog("v1", 0)),
@@ -49,15 +50,15 @@ func TestStrandedVersions(t *testing.T) {
 		},
 		"draining, zeroed, backlog not read: one worker back": {
 			in:   with(base(), autoscaledTarget, func(in *Input) { setDep(in, zeroed("v1")) }),
-			want: ready(expect{Scale: revived("v1"), Requeue: 30 * time.Second, Events: []string{EventScale}}),
+			want: ready(expect{Scale: revived("v1", draining, nil), Requeue: 30 * time.Second, Events: []string{EventScale}}),
 		},
 		"draining, zeroed by hand under spec.replicas: one worker back too": {
 			in:   with(base(), rolledOut, func(in *Input) { setDep(in, zeroed("v1")) }, backlog("v1", 1)),
-			want: ready(expect{Scale: revived("v1"), Requeue: 30 * time.Second, Events: []string{EventScale}}),
+			want: ready(expect{Scale: revived("v1", draining, ptr[int64](1)), Requeue: 30 * time.Second, Events: []string{EventScale}}),
 		},
 		"the current target zeroed by its autoscaler, tasks wait: one worker back": {
 			in:   with(base(), autoscaledTarget, func(in *Input) { setDep(in, zeroed("v2")) }, backlog("v2", 2)),
-			want: ready(expect{Scale: revived("v2"), Requeue: 30 * time.Second, Events: []string{EventScale}}),
+			want: ready(expect{Scale: revived("v2", v1alpha1.VersionCurrent, ptr[int64](2)), Requeue: 30 * time.Second, Events: []string{EventScale}}),
 		},
 		"the current target zeroed, nothing waits: its autoscaler's zero stands": {
 			in:   with(base(), autoscaledTarget, func(in *Input) { setDep(in, zeroed("v2")) }, backlog("v2", 0)),
@@ -77,7 +78,7 @@ func TestStrandedVersions(t *testing.T) {
 				setDep(in, zeroed("v2"))
 				setDep(in, running("v3"))
 			}, backlog("v2", 4)),
-			want: expect{Scale: revived("v2"), Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue,
+			want: expect{Scale: revived("v2", ramping, ptr[int64](4)), Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue,
 				Requeue: 30 * time.Second, Events: []string{EventScale}},
 		},
 		"drained, zeroed by someone else: sunset records the time, as before": {
@@ -117,6 +118,10 @@ func TestStrandedVersionMessage(t *testing.T) {
 	if len(res.Events) != 1 || !strings.Contains(res.Events[0].Message, "3 task(s) of its pinned workflows wait") {
 		t.Errorf("events = %+v, want one saying what waits", res.Events)
 	}
+	// Status tells the same as the Event, without naming the Deployment.
+	if len(res.Scale) != 1 || res.Scale[0].Revival == nil || !strings.HasSuffix(res.Events[0].Message, ": "+res.Scale[0].Revival.Message) {
+		t.Errorf("scale %s: the revival's message is not the Event's reason (%q)", scalesText(res.Scale), res.Events[0].Message)
+	}
 }
 
 // TestStrandedDuringDeletion: while a deletion waits for drainage, a
@@ -129,9 +134,10 @@ func TestStrandedDuringDeletion(t *testing.T) {
 		in.Deletion = &Deletion{Object: "default/worker", RequestedAt: t0.Add(-time.Minute), Policy: v1alpha1.DeletionWaitForDrain}
 	}, backlog("v1", 1))
 	got := Plan(in).Scale
-	want := []Scale{{Name: "worker-v1", BuildID: "v1", Replicas: 1, Reason: ScaleRevive}}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("Scale = %+v, want %+v", got, want)
+	want := []Scale{{Name: "worker-v1", BuildID: "v1", Replicas: 1, Reason: ScaleRevive,
+		Revival: &Revival{At: t0, Replicas: 1, Status: draining, Backlog: ptr[int64](1)}}}
+	if !reflect.DeepEqual(withoutRevivalMessages(t, got), want) {
+		t.Errorf("Scale = %s, want %s", scalesText(got), scalesText(want))
 	}
 }
 

@@ -409,6 +409,24 @@ type Scale struct {
 	BuildID  string
 	Replicas int32
 	Reason   ScaleReason
+	// Revival is set for ScaleRevive: what status records about the
+	// version once the scale is written.
+	Revival *Revival
+}
+
+// Revival is a revived version's record for status (the executor counts
+// the revivals).
+type Revival struct {
+	At time.Time
+	// FromReplicas is the Deployment's replicas found (someone else's zero).
+	FromReplicas int32
+	Replicas     int32
+	// Status is the version's status in Temporal.
+	Status v1alpha1.VersionStatus
+	// Backlog is the tasks that waited, nil when not read.
+	Backlog *int64
+	// Message says why.
+	Message string
 }
 
 // DeleteDeployment deletes a Deployment that has been at zero for

@@ -37,6 +37,8 @@ type outcome struct {
 	updatedInPlace *planner.UpdateDeployment
 	// drained are the runs of each DrainWork acted on.
 	drained []drainDone
+	// revived are the revivals whose scale was written.
+	revived []planner.Scale
 }
 
 func (o *outcome) fail(err error) { o.failed = append(o.failed, err) }
@@ -70,6 +72,7 @@ func (r *Reconciler) act(ctx context.Context, o *observation, res planner.Result
 			r.kubeErr(&out, err)
 			if err == nil && s.Reason == planner.ScaleRevive {
 				workersRevived.WithLabelValues(o.twd.Namespace, o.twd.Name).Inc()
+				out.revived = append(out.revived, s)
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package workerdeployment
 import (
 	"context"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
@@ -49,6 +51,18 @@ func TestZeroedVersionWithBacklogIsRevived(t *testing.T) {
 		}
 		if got := value(backlogCount.WithLabelValues("shop", "orders", f.build(), "q", "Activity")); got != float64(waiting) {
 			t.Errorf("backlog %d: rainbow_version_backlog_count = %v", waiting, got)
+		}
+		var twd v1alpha1.TemporalWorkerDeployment
+		if err := f.client.Get(context.Background(), crclient.ObjectKeyFromObject(f.twd), &twd); err != nil {
+			t.Fatal(err)
+		}
+		rv := twd.Status.TargetVersion.Revival
+		switch {
+		case waiting == 0 && rv != nil:
+			t.Errorf("backlog 0: status records a revival: %+v", *rv)
+		case waiting > 0 && (rv == nil || !rv.At.Time.Equal(f.now) || rv.FromReplicas != 0 || rv.Replicas != 1 || rv.Count != 1 ||
+			rv.VersionStatus != v1alpha1.VersionCurrent || ptr.Deref(rv.Backlog, -1) != waiting || !strings.Contains(rv.Message, "3 task(s) wait")):
+			t.Errorf("backlog %d: status records the revival as %+v", waiting, rv)
 		}
 	}
 }

@@ -12,8 +12,8 @@ import (
 
 // newStatus is the whole status after a pass, from the previous status, the
 // plan and the outcome of acting on it: a failed step makes both conditions
-// PlanExecutionFailed, a started or cancelled gate and an in-place update
-// are recorded. What the plan cannot know (a version's status while
+// PlanExecutionFailed, a started or cancelled gate, an in-place update and
+// a revival are recorded. What the plan cannot know (a version's status while
 // Temporal is unreachable, when a version was first healthy) is carried
 // over from the previous status. taskQueues holds the task queues of
 // versions described this pass.
@@ -58,6 +58,7 @@ func newStatus(old v1alpha1.TemporalWorkerDeploymentStatus, generation int64, re
 	setCondition(&st.Conditions, v1alpha1.ConditionReconciling, reconciling, generation)
 	setCondition(&st.Conditions, v1alpha1.ConditionStalled, stalled, generation)
 	markUpdatedInPlace(&st, out.updatedInPlace, now)
+	markRevived(&st, out.revived)
 	return st
 }
 
@@ -102,6 +103,7 @@ func workerVersion(pv planner.Version, prev v1alpha1.WorkerVersion, now time.Tim
 		RampingSince:         metaTime(pv.RampingSince),
 		DrainedSince:         metaTime(pv.DrainedSince),
 		Drain:                versionDrain(pv.Drain),
+		Revival:              prev.Revival,
 	}
 	if wv.Status == "" {
 		// Temporal is unreachable: report what was last known.
@@ -153,6 +155,28 @@ func markUpdatedInPlace(st *v1alpha1.TemporalWorkerDeploymentStatus, u *planner.
 	for _, v := range append([]*v1alpha1.WorkerVersion{st.TargetVersion, st.CurrentVersion, st.RampingVersion}, ptrs(st.DeprecatedVersions)...) {
 		if v != nil && v.BuildID == u.BuildID {
 			v.UpdatedInPlaceAt, v.UpdatedInPlaceReason = &t, u.Message
+		}
+	}
+}
+
+// markRevived records the revivals written this pass on their versions,
+// counting them on from the previous record.
+func markRevived(st *v1alpha1.TemporalWorkerDeploymentStatus, revived []planner.Scale) {
+	for _, s := range revived {
+		r := s.Revival
+		if r == nil {
+			continue
+		}
+		for _, v := range append([]*v1alpha1.WorkerVersion{st.TargetVersion, st.CurrentVersion, st.RampingVersion}, ptrs(st.DeprecatedVersions)...) {
+			if v == nil || v.BuildID != s.BuildID {
+				continue
+			}
+			var count int32 = 1
+			if v.Revival != nil {
+				count = v.Revival.Count + 1
+			}
+			v.Revival = &v1alpha1.VersionRevival{At: metav1.NewTime(r.At), FromReplicas: r.FromReplicas, Replicas: r.Replicas,
+				VersionStatus: r.Status, Backlog: r.Backlog, Count: count, Message: r.Message}
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -133,5 +134,31 @@ func TestKstatusConditionsFollowTheRolloutState(t *testing.T) {
 			t.Errorf("%s: Reconciling=%s/%s Stalled=%s/%s, want %s and %s with Progressing's reason %q",
 				name, r.Status, r.Reason, s.Status, s.Reason, c.reconciling, c.stalld, c.res.Progressing.Reason)
 		}
+	}
+}
+
+// TestNewStatusRecordsRevivals: a revival written this pass replaces the
+// version's record and counts on; without one the record stays.
+func TestNewStatusRecordsRevivals(t *testing.T) {
+	earlier := &v1alpha1.VersionRevival{At: metav1.NewTime(t0.Add(-time.Hour)), Replicas: 1, VersionStatus: v1alpha1.VersionDraining, Count: 2, Message: "before"}
+	old := v1alpha1.TemporalWorkerDeploymentStatus{
+		DeprecatedVersions: []v1alpha1.WorkerVersion{{BuildID: "v1", Status: v1alpha1.VersionDraining, Revival: earlier}},
+	}
+	res := planner.Result{Versions: []planner.Version{
+		{BuildID: "v1", Status: v1alpha1.VersionDraining, Deployment: "w-v1"},
+		{BuildID: "v2", Status: v1alpha1.VersionCurrent, Deployment: "w-v2", Target: true},
+	}}
+	if st := newStatus(old, 1, res, outcome{}, nil, t0); st.DeprecatedVersions[0].Revival != earlier {
+		t.Errorf("without a revival the record is %+v, want the previous one", st.DeprecatedVersions[0].Revival)
+	}
+	revival := &planner.Revival{At: t0, Replicas: 1, Status: v1alpha1.VersionDraining, Backlog: ptr.To[int64](4), Message: "tasks wait"}
+	out := outcome{revived: []planner.Scale{{Name: "w-v1", BuildID: "v1", Replicas: 1, Reason: planner.ScaleRevive, Revival: revival}}}
+	st := newStatus(old, 1, res, out, nil, t0)
+	want := v1alpha1.VersionRevival{At: metav1.NewTime(t0), Replicas: 1, VersionStatus: v1alpha1.VersionDraining, Backlog: ptr.To[int64](4), Count: 3, Message: "tasks wait"}
+	if got := st.DeprecatedVersions[0].Revival; got == nil || !equality.Semantic.DeepEqual(*got, want) {
+		t.Errorf("revival recorded as %+v, want %+v", got, want)
+	}
+	if st.TargetVersion.Revival != nil {
+		t.Errorf("the target got a revival record: %+v", st.TargetVersion.Revival)
 	}
 }
