@@ -14,6 +14,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/rainbow-deploy/rainbow/internal/admission"
+	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
+	"github.com/rainbow-deploy/rainbow/internal/externalmetrics"
 	"github.com/rainbow-deploy/rainbow/internal/manager"
 )
 
@@ -23,7 +25,7 @@ func TestLint(t *testing.T) {
 	for _, args := range [][]string{
 		{"charts/rainbow-crds"},
 		{"charts/rainbow"},
-		{"charts/rainbow", "--set", "watchNamespaces={team-a,team-b}", "--set", "replicas=2", "--set", "ownedResources.anyKind=true"},
+		{"charts/rainbow", "--set", "watchNamespaces={team-a,team-b}", "--set", "replicas=2", "--set", "ownedResources.anyKind=true", "--set", "externalMetrics.enabled=true"},
 	} {
 		for _, strict := range []bool{false, true} {
 			a := append([]string{"lint"}, args...)
@@ -66,6 +68,10 @@ func TestTemplate(t *testing.T) {
 			if len(r.ofKind("ServiceMonitor"))+len(r.ofKind("Certificate"))+len(r.ofKind("Issuer")) > 0 || r.get("Service", r.namespace, r.fullname+"-metrics") == nil {
 				t.Error("want a metrics Service and no ServiceMonitor, Certificate or Issuer")
 			}
+			if args["--backlog-interval"] != workerdeployment.DefaultBacklogInterval.String() {
+				t.Errorf("--backlog-interval=%q, want the manager's default %s", args["--backlog-interval"], workerdeployment.DefaultBacklogInterval)
+			}
+			r.checkExternalMetrics(t, false)
 			r.checkOwnedResources(t, nil, nil)
 		},
 	}, {
@@ -121,6 +127,24 @@ func TestTemplate(t *testing.T) {
 			if len(eps) != 1 || eps[0].(map[string]any)["port"] != "metrics" || sm.GetLabels()["release"] != "prom" {
 				t.Errorf("ServiceMonitor endpoints %v, labels %v", eps, sm.GetLabels())
 			}
+		},
+	}, {
+		name: "external metrics",
+		args: []string{"--set", "externalMetrics.enabled=true", "--set", "backlog.interval=1m", "--set", "backlog.all=true"},
+		check: func(t *testing.T, r *rendering) {
+			r.checkExternalMetrics(t, true)
+			args := r.args(t)
+			if _, all := args["--backlog-all"]; !all || args["--backlog-interval"] != "1m" {
+				t.Errorf("args %v: want --backlog-interval=1m and --backlog-all", args)
+			}
+		},
+	}, {
+		name:  "external metrics with cert-manager and watchNamespaces",
+		watch: []string{"team-d"},
+		args:  []string{"--set", "externalMetrics.enabled=true", "--set", "webhook.certManager.enabled=true", "--api-versions", "cert-manager.io/v1"},
+		check: func(t *testing.T, r *rendering) {
+			r.checkExternalMetrics(t, true)
+			r.checkCertManager(t, map[string]any{"kind": "Issuer", "name": r.fullname + "-selfsigned"})
 		},
 	}, {
 		name: "two replicas",
@@ -201,6 +225,7 @@ func TestTemplateRefuses(t *testing.T) {
 		{[]string{"--set", "webhook.certManager.enabled=true"}, "pass --api-versions cert-manager.io/v1"},
 		{[]string{"--set", "watchNamespace=team-a"}, "additional properties 'watchNamespace' not allowed"},
 		{[]string{"--set", "watchNamespaces={Team_A}"}, "watchNamespaces/0"},
+		{[]string{"--set", "backlog.interval=15"}, "/backlog/interval"},
 	} {
 		_, err := helm(t, append([]string{"template", "rainbow", "charts/rainbow"}, tc.args...)...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -269,6 +294,74 @@ func (r *rendering) checkCertManager(t *testing.T, issuerRef map[string]any) {
 	args := r.args(t)
 	if args["--webhook-cert-rotation"] != "false" || r.get("Secret", r.namespace, name) != nil {
 		t.Errorf("--webhook-cert-rotation=%q and a Secret rendered: want the rotation off and the Secret left to cert-manager", args["--webhook-cert-rotation"])
+	}
+}
+
+const authReaderRole = "extension-apiserver-authentication-reader"
+
+var externalMetricsAPIService = externalmetrics.APIServiceName
+
+// checkExternalMetrics checks the external metrics API: with enabled, the
+// manager serves it (--external-metrics), the APIService sends it to the
+// webhook's Service and gets its caBundle as the webhook configuration does
+// (from the manager's rotation, which may update that APIService only, or
+// from cert-manager), and the service account may read the front proxy's
+// settings in kube-system; without, none of it.
+func (r *rendering) checkExternalMetrics(t *testing.T, enabled bool) {
+	t.Helper()
+	_, flag := r.args(t)["--external-metrics"]
+	api := r.get("APIService", "", externalMetricsAPIService)
+	reader := r.get("RoleBinding", "kube-system", r.fullname+"-manager-auth-reader")
+	role := r.get("ClusterRole", "", r.fullname+"-external-metrics")
+	if !enabled {
+		if flag || api != nil || reader != nil || role != nil {
+			t.Errorf("external metrics off, yet --external-metrics %v, APIService %v, auth reader %v, ClusterRole %v", flag, api != nil, reader != nil, role != nil)
+		}
+		return
+	}
+	if !flag || api == nil || reader == nil {
+		t.Fatalf("--external-metrics %v, APIService %v, auth reader RoleBinding %v: want all", flag, api != nil, reader != nil)
+	}
+	svc, _, _ := unstructured.NestedMap(api.Object, "spec", "service")
+	want := map[string]any{"name": r.fullname + "-webhook", "namespace": r.namespace, "port": int64(443)}
+	if !equalJSON(svc, want) {
+		t.Errorf("APIService service %v, want the webhook Service %v", svc, want)
+	}
+	if group, _, _ := unstructured.NestedString(api.Object, "spec", "group"); group != "external.metrics.k8s.io" {
+		t.Errorf("APIService group %q", group)
+	}
+	if ca, ok, _ := unstructured.NestedFieldNoCopy(api.Object, "spec", "caBundle"); ok {
+		t.Errorf("APIService caBundle %v rendered: helm upgrade would overwrite what the rotation or cert-manager filled in", ca)
+	}
+	b := into[rbacv1.RoleBinding](t, reader)
+	if b.RoleRef.Kind != "Role" || b.RoleRef.Name != authReaderRole {
+		t.Errorf("RoleBinding %s/%s refers to %s %s, want Role %s", b.Namespace, b.Name, b.RoleRef.Kind, b.RoleRef.Name, authReaderRole)
+	}
+	certManager := r.args(t)["--webhook-cert-rotation"] == "false"
+	inject := api.GetAnnotations()["cert-manager.io/inject-ca-from"]
+	if certManager {
+		if inject != r.namespace+"/"+r.fullname+"-webhook-cert" || role != nil {
+			t.Errorf("with cert-manager: inject-ca-from %q, ClusterRole %v: want the webhook's Certificate injected and no rights on APIServices", inject, role != nil)
+		}
+		return
+	}
+	if inject != "" || role == nil {
+		t.Fatalf("with the built-in rotation: inject-ca-from %q, ClusterRole %v: want no annotation, and a ClusterRole for the rotation", inject, role != nil)
+	}
+	got := grantsOf(into[rbacv1.ClusterRole](t, role).Rules)
+	for _, g := range []string{"apiregistration.k8s.io/apiservices:update", "apiregistration.k8s.io/apiservices:get", "apiregistration.k8s.io/apiservices:watch"} {
+		if !got[g] {
+			t.Errorf("ClusterRole %s lacks %s: %v", role.GetName(), g, got)
+		}
+	}
+	for _, rule := range into[rbacv1.ClusterRole](t, role).Rules {
+		if slices.Contains(rule.Verbs, "update") && !slices.Equal(rule.ResourceNames, []string{externalMetricsAPIService}) {
+			t.Errorf("ClusterRole %s may update %v, want only the APIService %s", role.GetName(), rule.ResourceNames, externalMetricsAPIService)
+		}
+	}
+	crb := r.get("ClusterRoleBinding", "", role.GetName())
+	if crb == nil || into[rbacv1.ClusterRoleBinding](t, crb).RoleRef.Name != role.GetName() {
+		t.Errorf("no ClusterRoleBinding %s of the ClusterRole", role.GetName())
 	}
 }
 

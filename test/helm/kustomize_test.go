@@ -2,6 +2,8 @@ package helm
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/rainbow-deploy/rainbow/internal/admission"
+	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
 	"github.com/rainbow-deploy/rainbow/internal/manager"
 )
 
@@ -20,12 +23,36 @@ import (
 // apart: the same objects under the same names, the same CRDs, RBAC,
 // webhook and pod. The charts may only add the metrics Service, and the
 // manager's arguments that restate its defaults.
+//
+// config/default with the component config/components/external-metrics is
+// compared with the chart's externalMetrics.enabled in the same way.
 func TestChartMatchesKustomize(t *testing.T) {
-	out, err := env.Kubectl(nil, "kustomize", "config/default")
+	t.Run("config/default", func(t *testing.T) { compareWithKustomize(t, "config/default") })
+	t.Run("external metrics", func(t *testing.T) {
+		// kustomize takes the component from an overlay of config/default,
+		// and only by a relative path.
+		dir, err := os.MkdirTemp(filepath.Join(env.Root, ".cache"), "helm-test-overlay-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		overlay := "resources:\n  - ../../config/default\ncomponents:\n  - ../../config/components/external-metrics\n"
+		if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		compareWithKustomize(t, dir, "--set", "externalMetrics.enabled=true")
+	})
+}
+
+// compareWithKustomize compares what kubectl kustomize makes of dir with
+// both charts rendered with chartArgs.
+func compareWithKustomize(t *testing.T, dir string, chartArgs ...string) {
+	t.Helper()
+	out, err := env.Kubectl(nil, "kustomize", dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	charts := renderChart(t, "rainbow", "rainbow", "rainbow-system")
+	charts := renderChart(t, "rainbow", "rainbow", "rainbow-system", chartArgs...)
 	charts.objects = append(charts.objects, renderChart(t, "rainbow-crds", "rainbow-crds", "rainbow-system").objects...)
 	// The chart's name for the generated Role of the webhook's Secret,
 	// which config/rbac calls rainbow-manager like the ClusterRole: with
@@ -49,7 +76,7 @@ func TestChartMatchesKustomize(t *testing.T) {
 		matched[c] = true
 		what := k.GetKind() + " " + k.GetName()
 		switch k.GetKind() {
-		case "CustomResourceDefinition", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
+		case "CustomResourceDefinition", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "APIService":
 			sameJSON(t, what+": spec", c.Object["spec"], k.Object["spec"])
 		case "ClusterRole", "Role":
 			sameJSON(t, what+": rules", grantsOf(into[rbacv1.ClusterRole](t, c).Rules).String(), grantsOf(into[rbacv1.ClusterRole](t, &k).Rules).String())
@@ -86,7 +113,8 @@ func comparePods(t *testing.T, chart, kust *appsv1.Deployment) {
 	sameJSON(t, "Deployment: replicas", chart.Spec.Replicas, kust.Spec.Replicas)
 	sameJSON(t, "Deployment: pod annotations", chart.Spec.Template.Annotations, kust.Spec.Template.Annotations)
 	defaults := []string{"--identity=" + manager.DefaultIdentity, fmt.Sprintf("--max-versions=%d", manager.DefaultMaxVersions),
-		"--owned-resource-banned-kinds=" + strings.Join(admission.DefaultBannedKinds, ","), "--zap-log-level=info", "--zap-encoder=json"}
+		"--owned-resource-banned-kinds=" + strings.Join(admission.DefaultBannedKinds, ","), "--zap-log-level=info", "--zap-encoder=json",
+		"--backlog-interval=" + workerdeployment.DefaultBacklogInterval.String()}
 	cp, kp := chart.Spec.Template.Spec.DeepCopy(), kust.Spec.Template.Spec.DeepCopy()
 	cc, kc := &cp.Containers[0], &kp.Containers[0]
 	cc.Args = slices.DeleteFunc(cc.Args, func(a string) bool { return slices.Contains(defaults, a) })

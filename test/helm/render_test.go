@@ -224,7 +224,14 @@ func (r *rendering) checkCommon(t *testing.T) {
 			if ns != "" || !strings.HasPrefix(o.GetName(), r.fullname+"-") {
 				t.Errorf("cluster-scoped %s %s/%s: want no namespace and the prefix %s-", o.GetKind(), ns, o.GetName(), r.fullname)
 			}
+		case "APIService": // its name is the API's, one per cluster
+			if ns != "" || o.GetName() != externalMetricsAPIService {
+				t.Errorf("APIService %s/%s: want only %s", ns, o.GetName(), externalMetricsAPIService)
+			}
 		case "Role", "RoleBinding":
+			if o.GetKind() == "RoleBinding" && ns == "kube-system" && o.GetName() == r.fullname+"-manager-auth-reader" {
+				continue // the external metrics API's, checked by checkExternalMetrics
+			}
 			if ns != r.namespace && !slices.Contains(watch, ns) {
 				t.Errorf("%s %s is in namespace %q, neither the release's nor a watched one", o.GetKind(), o.GetName(), ns)
 			}
@@ -335,14 +342,18 @@ func (r *rendering) checkRBAC(t *testing.T) {
 			if len(b.Subjects) != 1 || b.Subjects[0].Kind != "ServiceAccount" || b.Subjects[0].Name != sa || b.Subjects[0].Namespace != r.namespace {
 				t.Errorf("%s %s binds %+v, want only the ServiceAccount %s/%s", kind, b.Name, b.Subjects, r.namespace, sa)
 			}
+			if b.RoleRef.Name == authReaderRole && b.Namespace == "kube-system" {
+				continue // Kubernetes' own role, checked by checkExternalMetrics
+			}
 			roleKind := strings.TrimSuffix(kind, "Binding")
 			role := r.get(b.RoleRef.Kind, b.Namespace, b.RoleRef.Name)
 			if b.RoleRef.Kind != roleKind || role == nil {
 				t.Errorf("%s %s/%s refers to %s %s, which is not rendered beside it", kind, b.Namespace, b.Name, b.RoleRef.Kind, b.RoleRef.Name)
 				continue
 			}
-			if b.RoleRef.Name == r.fullname+"-owned-resources" {
-				continue
+			switch b.RoleRef.Name {
+			case r.fullname + "-owned-resources", r.fullname + "-external-metrics", authReaderRole:
+				continue // checked by checkOwnedResources and checkExternalMetrics
 			}
 			if granted[b.Namespace] == nil {
 				granted[b.Namespace] = grants{}

@@ -77,6 +77,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - --webhook-configuration-name={{ include "rainbow.webhookConfigurationName" . }}
 {{- end }}
 - --owned-resource-banned-kinds={{ join "," .Values.webhook.bannedKinds }}
+- --backlog-interval={{ .Values.backlog.interval }}
+{{- if .Values.backlog.all }}
+- --backlog-all
+{{- end }}
+{{- if .Values.externalMetrics.enabled }}
+- --external-metrics
+{{- end }}
 - --zap-log-level={{ .Values.logging.level }}
 - --zap-encoder={{ .Values.logging.encoder }}
 {{- with .Values.extraArgs }}
