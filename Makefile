@@ -11,6 +11,9 @@ CONTROLLER_GEN := $(TOOLS)/controller-gen-$(CONTROLLER_GEN_VERSION)
 # newer Kubernetes libraries than the controller), at the version it requires.
 HELM_VERSION := $(shell awk '$$1 == "helm.sh/helm/v3" { print $$2 }' hack/tools/go.mod)
 HELM := $(TOOLS)/helm-$(HELM_VERSION)
+# Helm 4, for the tests of docs/cd-tools.md: its own module hack/tools/helm4.
+HELM4_VERSION := $(shell awk '$$1 == "helm.sh/helm/v4" { print $$2 }' hack/tools/helm4/go.mod)
+HELM4 := $(TOOLS)/helm-$(HELM4_VERSION)
 GO_TEST_FLAGS ?=
 
 .PHONY: all
@@ -27,7 +30,7 @@ demo-autoscaling: kube-bins bins ## The same environment, and an HPA per version
 	@DEMO_STORY=autoscaling hack/demo.sh
 
 .PHONY: test
-test: kube-bins bins $(HELM) vet verify-generated ## Run every test: unit, integration (real control plane, Temporal, workers)
+test: kube-bins bins $(HELM) $(HELM4) vet verify-generated ## Run every test: unit, integration (real control plane, Temporal, workers)
 	go test $(GO_TEST_FLAGS) -timeout 40m ./...
 	cd cmd/devenv && go test $(GO_TEST_FLAGS) -timeout 10m ./...
 
@@ -101,7 +104,7 @@ $(CONTROLLER_GEN):
 	mv $(TOOLS)/controller-gen $@
 
 .PHONY: helm
-helm: $(HELM) ## Build helm from Go modules into .cache/tools
+helm: $(HELM) $(HELM4) ## Build helm 3 and helm 4 from Go modules into .cache/tools
 
 # The version stamps are those of helm's own Makefile: lint and template
 # assume the Kubernetes minor of the client-go helm links.
@@ -113,6 +116,12 @@ $(HELM): hack/tools/go.mod hack/tools/go.sum
 	    -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$$kminor \
 	    -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$$kminor" \
 	  helm.sh/helm/v3/cmd/helm
+
+$(HELM4): hack/tools/helm4/go.mod hack/tools/helm4/go.sum
+	@mkdir -p $(TOOLS)
+	@echo ">> Building helm $(HELM4_VERSION) from Go modules (hack/tools/helm4; about 6 CPU-minutes on a cold cache)"
+	cd hack/tools/helm4 && go build -trimpath -o $@ -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$(HELM4_VERSION) \
+	    -X helm.sh/helm/v4/internal/version.metadata=" helm.sh/helm/v4/cmd/helm
 
 ##@ Local environment
 
