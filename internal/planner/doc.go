@@ -14,7 +14,9 @@
 //     the migrated tool's temporal.io/pod-template-spec-hash: ours is recorded.
 //   - Without Temporal's state nothing is routed, scaled down or deleted.
 //   - Traffic goes only to a version whose Deployment is available and whose
-//     workers poll every task queue (WaitingForPollers until then).
+//     workers poll every task queue (WaitingForPollers until then). For 10s
+//     after the Deployment became available Temporal is looked at every
+//     200ms for them, then less often as the wait drags on.
 //   - Routing is never written while another identity manages the worker
 //     deployment (checked before the workers, which then need no look);
 //     we claim the manager identity before our first write.

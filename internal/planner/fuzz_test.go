@@ -116,6 +116,9 @@ func fuzzInput(data []byte) Input {
 			d.Rolling = s.intn(4) == 0
 			d.Server = pick(s, serverA, serverA, Server{Address: serverA.Address}, serverA2, serverB, Server{})
 			d.ConnectionStale, d.SettingsStale = s.bool(), s.intn(4) == 0
+			if d.Available && s.bool() {
+				d.AvailableSince = t0.Add(pick(s, -time.Second, -9*time.Second, -11*time.Second, -10*time.Minute))
+			}
 			in.Deployments = append(in.Deployments, d)
 		}
 	}
@@ -227,6 +230,15 @@ func safetyViolations(in Input, r Result) []error {
 
 	if r.RequeueAfter <= 0 || r.RequeueAfter > time.Minute {
 		bad("RequeueAfter = %s, want in (0, 1m]", r.RequeueAfter)
+	}
+	if d, ok := depOf[in.Spec.TargetBuildID]; ok && ts != nil && ts.CurrentBuildID != in.Spec.TargetBuildID && r.Ready.Reason == v1alpha1.ReasonWaitingForPollers &&
+		d.Available && !d.Rolling && r.UpdateDeployment == nil && d.Replicas > 0 &&
+		(in.Spec.Replicas == nil || *in.Spec.Replicas > 0) && !d.AvailableSince.IsZero() && in.Now.Sub(d.AvailableSince) < pollersDue &&
+		r.RequeueAfter > requeueTaskQueues {
+		// Workers usually poll soon after their Deployment is available:
+		// the target is routed to soon after they do.
+		bad("target %s waits for pollers %s after its Deployment became available, but the next look is in %s (%s)",
+			in.Spec.TargetBuildID, in.Now.Sub(d.AvailableSince), r.RequeueAfter, r.Ready.Message)
 	}
 	if ts == nil && (r.Routing != nil || r.StartGate != nil || len(r.DeleteTemporalVersions) > 0 || len(r.DeleteDeployments) > 0 || r.BecomeManager) {
 		bad("Temporal unknown but Temporal or destructive actions planned: %+v", r)

@@ -68,6 +68,30 @@ func TestTarget(t *testing.T) {
 			in:   with(base(), func(in *Input) { dropVersion(in, "v2") }),
 			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPollers, Progressing: condTrue, Requeue: time.Second},
 		},
+		"target not registered, Deployment just available: look soon": {
+			in: with(base(), func(in *Input) {
+				dropVersion(in, "v2")
+				in.Deployments[1].AvailableSince = t0.Add(-3 * time.Second)
+			}),
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPollers, Progressing: condTrue, Requeue: 200 * time.Millisecond},
+		},
+		"target listed, not yet readable, Deployment just available: look soon": {
+			in: with(base(), func(in *Input) {
+				tv := version("v2", inactive)
+				tv.Described = false
+				setVersion(in, tv)
+				in.Deployments[1].AvailableSince = t0.Add(-time.Second)
+			}),
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPollers, Progressing: condTrue, Requeue: 200 * time.Millisecond,
+				Message: "waiting to read the workers"},
+		},
+		"target not registered long after its Deployment became available: the look backs off": {
+			in: with(base(), func(in *Input) {
+				dropVersion(in, "v2")
+				in.Deployments[1].AvailableSince = t0.Add(-2 * time.Minute)
+			}),
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPollers, Progressing: condTrue, Requeue: 30 * time.Second},
+		},
 		"task queues not ready: no routing": {
 			in: with(base(), func(in *Input) {
 				tv := version("v2", inactive)

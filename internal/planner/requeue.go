@@ -36,6 +36,12 @@ const (
 // within this long; later, they are not about to.
 const taskQueuesDue = 10 * time.Second
 
+// pollersDue: workers usually poll within this long of their Deployment
+// becoming available. Until then a target waiting for them is looked at
+// every requeueTaskQueues, so that it is routed to soon after they poll;
+// later the look backs off, so a worker that never polls costs few reads.
+const pollersDue = 10 * time.Second
+
 // backoff paces a wait on Temporal that began at since: every second at
 // first, then a quarter of the time waited, at most requeueIdle.
 func backoff(v *view, since time.Time) time.Duration {

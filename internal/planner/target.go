@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 )
@@ -293,8 +294,21 @@ func waitForWorkers(v *view, p *plan, dep Deployment) (progress, bool) {
 	default:
 		return progress{}, false
 	}
+	if wait == requeueTemporal && !dep.AvailableSince.IsZero() {
+		wait = pollersWait(v, dep.AvailableSince)
+	}
 	p.after(wait)
 	return movingBecause(v1alpha1.ReasonWaitingForPollers, msg), true
+}
+
+// pollersWait paces the look for the workers of an available target:
+// every requeueTaskQueues for pollersDue after the Deployment became
+// available, then backing off like any wait on Temporal.
+func pollersWait(v *view, availableSince time.Time) time.Duration {
+	if v.now().Sub(availableSince) < pollersDue {
+		return requeueTaskQueues
+	}
+	return backoff(v, availableSince)
 }
 
 func managedByOtherMessage(v *view, manager string) string {

@@ -177,6 +177,9 @@ type Deployment struct {
 	// controller has not seen the latest spec, or pods of an older
 	// template remain).
 	Rolling bool
+	// AvailableSince is when it last became available (its Available
+	// condition's transition, whole seconds); zero when unknown.
+	AvailableSince time.Time
 }
 
 // TemporalState is the worker deployment as Temporal describes it.

@@ -52,6 +52,11 @@ func plannerDeployment(d *appsv1.Deployment) planner.Deployment {
 		MigratedHash: d.Annotations[workload.AnnotationMigratedTemplateHash] != "",
 		Server:       planner.Server{Address: workload.Address(d), NamespaceID: d.Annotations[workload.AnnotationNamespaceID]},
 	}
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentAvailable && c.Status == corev1.ConditionTrue && pd.Available {
+			pd.AvailableSince = c.LastTransitionTime.Time
+		}
+	}
 	if pd.Replicas == 0 {
 		if t, err := time.Parse(time.RFC3339, d.Annotations[workload.AnnotationScaledDownAt]); err == nil {
 			pd.ScaledDownAt = &t
