@@ -2,7 +2,9 @@ package helm
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
+	externalmetricsv1beta1 "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
@@ -76,19 +79,17 @@ func TestHelmInstall(t *testing.T) {
 	// gives: pods share the machine's network here, so the manager binds its
 	// pod's own address; else the upgrade's new pod would find its ports
 	// taken by the old one.
-	mustHelm(t, "install", "rainbow", "charts/rainbow", "--namespace", system, "--wait", "--timeout", "4m",
-		"-f", "examples/local-environment/rainbow-values.yaml", "--set", "identity=rainbow-"+tt.Suffix)
-	manifest := mustHelm(t, "get", "manifest", "rainbow", "--namespace", system)
-	// What the chart's notes say to run.
-	if out, err := env.Kubectl(nil, "-n", system, "rollout", "status", "deployment/rainbow-controller", "--timeout=4m"); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	if err := env.WaitForWebhookIn(ctx, tt.Namespace, 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	manifest := installController(tt, "rainbow", system, "--set", "externalMetrics.enabled=true")
 
 	w := newWorkers(tt)
 	w.waitCurrent(4*time.Minute, "v1")
+	// externalMetrics.enabled: the API server's aggregator sends the
+	// external metrics API to the pod, which answers with the version's
+	// backlog.
+	if err := env.WaitForExternalMetrics(ctx, 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	w.waitBacklogMetric()
 
 	// Restricted to the workers' namespace: a Role there replaces the
 	// ClusterRole's namespaced rules, and the manager watches only it.
@@ -128,6 +129,24 @@ func TestHelmInstall(t *testing.T) {
 	if out, err := env.Kubectl(nil, "get", "validatingadmissionpolicy", "rainbow-twd-background-deletion", "--ignore-not-found", "-o", "name"); err != nil || len(out) > 0 {
 		t.Errorf("the deletion policy remains after helm uninstall rainbow-crds: %s (%v)", out, err)
 	}
+}
+
+// installController installs charts/rainbow as release in namespace system
+// with examples/local-environment/rainbow-values.yaml and args, waits for
+// its Deployment as the chart's notes say and until its webhook answers in
+// tt's namespace, and returns the release's manifest.
+func installController(tt *harness.T, release, system string, args ...string) []byte {
+	tt.Helper()
+	mustHelm(tt, append([]string{"install", release, "charts/rainbow", "--namespace", system, "--wait", "--timeout", "4m",
+		"-f", "examples/local-environment/rainbow-values.yaml", "--set", "identity=" + release + "-" + tt.Suffix}, args...)...)
+	manifest := mustHelm(tt, "get", "manifest", release, "--namespace", system)
+	if out, err := env.Kubectl(nil, "-n", system, "rollout", "status", "deployment/"+release+"-controller", "--timeout=4m"); err != nil {
+		tt.Fatalf("%v\n%s", err, out)
+	}
+	if err := env.WaitForWebhookIn(context.Background(), tt.Namespace, 2*time.Minute); err != nil {
+		tt.Fatal(err)
+	}
+	return manifest
 }
 
 // workers are the examples a user applies once the controller runs:
@@ -198,6 +217,29 @@ func (w *workers) waitCurrent(timeout time.Duration, tag string) {
 		return strings.HasPrefix(build, tag+"-") && current && applied && w.twd.Status.ObservedGeneration == w.twd.Generation &&
 				twdReady != nil && twdReady.Status == metav1.ConditionTrue && tworReady != nil && tworReady.Status == metav1.ConditionTrue,
 			fmt.Sprintf("build %s; TWD %+v %+v; TWOR %+v %+v", build, w.twd.Status.CurrentVersion, twdReady, w.twor.Status.Versions, tworReady)
+	})
+}
+
+// waitBacklogMetric waits until kubectl get --raw reads the current
+// version's temporal_backlog_count through the API server: one value, of
+// that build, 0 since no task waits.
+func (w *workers) waitBacklogMetric() {
+	w.Helper()
+	build := w.buildID()
+	path := fmt.Sprintf("/apis/external.metrics.k8s.io/v1beta1/namespaces/%s/temporal_backlog_count?labelSelector=%s",
+		w.Namespace, url.QueryEscape("temporal.io/build-id="+build))
+	w.Eventually(2*time.Minute, "kubectl get --raw "+path, func() (bool, string) {
+		out, err := env.Kubectl(nil, "get", "--raw", path)
+		if err != nil {
+			return false, err.Error()
+		}
+		var list externalmetricsv1beta1.ExternalMetricValueList
+		if err := json.Unmarshal(out, &list); err != nil {
+			return false, fmt.Sprintf("%v: %s", err, out)
+		}
+		ok := len(list.Items) == 1 && list.Items[0].MetricName == "temporal_backlog_count" &&
+			list.Items[0].MetricLabels["temporal.io/build-id"] == build && list.Items[0].Value.IsZero()
+		return ok, string(out)
 	})
 }
 
