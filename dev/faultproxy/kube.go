@@ -1,8 +1,10 @@
 package faultproxy
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -14,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -188,6 +192,9 @@ func (k *Kube) Close() { _ = k.srv.Close() }
 func (k *Kube) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req := parseRequest(r)
 	req.Start = time.Now()
+	if req.Verb == "create" && req.Name == "" {
+		req.Name = createdName(r)
+	}
 	kind, hang := k.pick(req)
 	req.Fault = kind
 	rec := &statusRecorder{ResponseWriter: w}
@@ -302,6 +309,33 @@ func parseRequest(r *http.Request) Request {
 		req.Verb = strings.ToLower(r.Method)
 	}
 	return req
+}
+
+// createdName reads the name from a create's body, JSON or protobuf (and
+// puts the body back), so that records name the object a create made.
+func createdName(r *http.Request) string {
+	if r.Body == nil {
+		return ""
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 4<<20))
+	r.Body.Close()
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return ""
+	}
+	if obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, nil); err == nil {
+		if m, err := meta.Accessor(obj); err == nil {
+			return m.GetName()
+		}
+	}
+	// Custom resources: JSON the built-in scheme does not know.
+	var obj struct {
+		Metadata struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+	}
+	_ = json.Unmarshal(body, &obj)
+	return obj.Metadata.Name
 }
 
 // writeStatus answers with a metav1.Status, as the API server does, so

@@ -77,13 +77,18 @@ func TestKubeProxyForwardsAndRecords(t *testing.T) {
 	if err := update(cs); err != nil {
 		t.Fatal(err)
 	}
-	if writes.Load() != 1 {
-		t.Fatalf("the server got %d writes, want 1", writes.Load())
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns"}}
+	if _, err := cs.CoreV1().ConfigMaps("ns").Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if writes.Load() != 2 {
+		t.Fatalf("the server got %d writes, want 2", writes.Load())
 	}
 	reqs := k.Requests()
 	want := []Request{
 		{Verb: "get", Resource: "configmaps", Namespace: "ns", Name: "c", Code: 200},
 		{Verb: "update", Resource: "configmaps", Namespace: "ns", Name: "c", Code: 200},
+		{Verb: "create", Resource: "configmaps", Namespace: "ns", Name: "c", Code: 200},
 	}
 	if len(reqs) != len(want) {
 		t.Fatalf("recorded %+v", reqs)
