@@ -175,8 +175,9 @@ func findHPACondition(h *autoscalingv2.HorizontalPodAutoscaler, typ autoscalingv
 // someone else (a person here, standing in for an autoscaler) scales to
 // zero while a workflow is still pinned to it is not taken for drained:
 // while nothing waits for it, its zero stands; once the workflow has a
-// task, the controller gives the version one worker back (an Event and
-// rainbow_workers_revived_total), and the workflow finishes on it.
+// task, the controller gives the version one worker back (an Event,
+// rainbow_workers_revived_total and status.revival, which kubectl describe
+// shows), and the workflow finishes on it.
 func TestZeroedVersionWithPinnedWorkGetsWorkersBack(t *testing.T) {
 	t.Parallel()
 	r := newRollout(env.NewTest(t), "revive")
@@ -221,11 +222,13 @@ func TestZeroedVersionWithPinnedWorkGetsWorkersBack(t *testing.T) {
 	before, _ := metric(t, "rainbow_workers_revived_total", map[string]string{"namespace": r.Namespace, "name": r.Name})
 
 	// The workflow gets a task: v1 gets a worker back and finishes it.
+	signalled := time.Now()
 	if err := r.Env.Temporal.SignalWorkflow(context.Background(), run.GetID(), "", demoworker.FinishSignal, nil); err != nil {
 		t.Fatal(err)
 	}
 	revived := r.waitReplicas(time.Minute, v1, "the controller gives v1 one worker back", func(n int32) bool { return n == 1 })
 	r.waitEvent(30*time.Second, planner.EventScale)
+	r.revivalRecorded(v1, signalled)
 	var res demoworker.LongResult
 	if err := run.Get(context.Background(), &res); err != nil || res.FinishedOn != v1 {
 		t.Fatalf("the pinned workflow: %+v, %v; want it finished on %s", res, err, v1)
@@ -234,6 +237,37 @@ func TestZeroedVersionWithPinnedWorkGetsWorkersBack(t *testing.T) {
 		t.Errorf("rainbow_workers_revived_total went from %v to %v, want one more", before, after)
 	}
 	t.Logf("revival: v1 had a worker %s after its pinned workflow got a task", revived.Round(100*time.Millisecond))
+}
+
+// revivalRecorded checks build's status.revival after its first revival,
+// which happened after since, and that kubectl describe shows it.
+func (r *rollout) revivalRecorded(build string, since time.Time) {
+	r.Helper()
+	var rv *v1alpha1.VersionRevival
+	twd := r.waitFor(30*time.Second, "status records the revival of "+build, func(twd *v1alpha1.TemporalWorkerDeployment) bool {
+		rv = revivalOf(twd, build)
+		return rv != nil
+	})
+	// The record's time is the controller's clock, the same machine's.
+	if rv.At.Time.Before(since.Truncate(time.Second)) || rv.FromReplicas != 0 || rv.Replicas != 1 || rv.Count != 1 ||
+		rv.VersionStatus != v1alpha1.VersionDraining || (rv.Backlog != nil && *rv.Backlog < 1) ||
+		!strings.Contains(rv.Message, "scaled to zero by someone else") || !strings.Contains(rv.Message, "Draining") {
+		r.Fatalf("status.revival of %s: %+v (backlog %v); %s", build, *rv, ptr.Deref(rv.Backlog, -1), describe(twd))
+	}
+	out, err := r.kubectl(30*time.Second, "describe", "twd", "-n", r.Namespace, r.Name)
+	if err != nil || !strings.Contains(out, "Revival:") || !strings.Contains(out, "From Replicas:") {
+		r.Fatalf("kubectl describe twd does not show the revival (%v):\n%s", err, out)
+	}
+	r.Logf("status.revival of %s: at %s, %d -> %d replicas, %s, backlog %v, count %d: %s",
+		build, rv.At.Format(time.RFC3339), rv.FromReplicas, rv.Replicas, rv.VersionStatus, ptr.Deref(rv.Backlog, -1), rv.Count, rv.Message)
+}
+
+// revivalOf is build's status.revival, nil if none.
+func revivalOf(twd *v1alpha1.TemporalWorkerDeployment, build string) *v1alpha1.VersionRevival {
+	if v := workerVersionOf(twd, build); v != nil {
+		return v.Revival
+	}
+	return nil
 }
 
 // TestKEDAExampleApplies: no KEDA runs here, so the KEDA example goes as

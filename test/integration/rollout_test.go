@@ -109,12 +109,20 @@ func TestAllAtOnceKeepsPinnedWorkflowsOnTheirVersion(t *testing.T) {
 
 // versionStatus is the status of build in the TWD's status, "" if absent.
 func versionStatus(twd *v1alpha1.TemporalWorkerDeployment, build string) v1alpha1.VersionStatus {
-	for _, v := range append([]*v1alpha1.WorkerVersion{twd.Status.TargetVersion, twd.Status.CurrentVersion, twd.Status.RampingVersion}, ptrsOf(twd.Status.DeprecatedVersions)...) {
-		if v != nil && v.BuildID == build {
-			return v.Status
-		}
+	if v := workerVersionOf(twd, build); v != nil {
+		return v.Status
 	}
 	return ""
+}
+
+// workerVersionOf is build in the TWD's status, nil if absent.
+func workerVersionOf(twd *v1alpha1.TemporalWorkerDeployment, build string) *v1alpha1.WorkerVersion {
+	for _, v := range append([]*v1alpha1.WorkerVersion{twd.Status.TargetVersion, twd.Status.CurrentVersion, twd.Status.RampingVersion}, ptrsOf(twd.Status.DeprecatedVersions)...) {
+		if v != nil && v.BuildID == build {
+			return v
+		}
+	}
+	return nil
 }
 
 func ptrsOf(vs []v1alpha1.WorkerVersion) []*v1alpha1.WorkerVersion {
