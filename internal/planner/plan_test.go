@@ -291,9 +291,16 @@ func TestStrategies(t *testing.T) {
 				Events: []string{EventRemoveRamp}},
 		},
 		"Manual: waits for a person": {
+			in: with(base(), manual, func(in *Input) { in.Temporal.ManagerIdentity = "" }),
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue, Requeue: 30 * time.Second,
+				Message: "spec.rollout.strategy is Manual: make version v2 current with: temporal worker deployment set-current-version --deployment-name default/worker --build-id v2"},
+		},
+		// Found by the soak: after an AllAtOnce rollout the controller holds
+		// the manager role, and Temporal refused the plain command.
+		"Manual: the role we still hold is taken first": {
 			in: with(base(), manual),
 			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue, Requeue: 30 * time.Second,
-				Message: "set-current-version --deployment-name default/worker --build-id v2"},
+				Message: "manager-identity set --deployment-name default/worker --self; make version v2 current with: temporal worker deployment set-current-version --deployment-name default/worker --build-id v2; then release the role"},
 		},
 		"Manual: a ramp is left alone": {
 			in:   with(base(), manual, func(in *Input) { rampingTarget(in, 30, -time.Minute) }),

@@ -40,10 +40,23 @@ func promote(v *view, p *plan) progress {
 		return progressive(v, p)
 	default: // Manual
 		p.waitFor(WaitRouting)
-		return movingBecause(v1alpha1.ReasonWaitingForPromotion, fmt.Sprintf(
-			"spec.rollout.strategy is Manual: make version %s current with: temporal worker deployment set-current-version --deployment-name %s --build-id %s",
-			v.target, v.deploymentName(), v.target))
+		return movingBecause(v1alpha1.ReasonWaitingForPromotion, manualMessage(v))
 	}
+}
+
+// manualMessage says how to promote the target by hand. While this
+// controller still holds the manager role from an earlier strategy,
+// Temporal refuses a person's routing change, so the message says to take
+// the role first (found by the soak: the plain command was refused).
+func manualMessage(v *view) string {
+	promote := fmt.Sprintf("temporal worker deployment set-current-version --deployment-name %s --build-id %s", v.deploymentName(), v.target)
+	if v.temporal().ManagerIdentity != v.in.Identity {
+		return fmt.Sprintf("spec.rollout.strategy is Manual: make version %s current with: %s", v.target, promote)
+	}
+	return fmt.Sprintf("spec.rollout.strategy is Manual, and this controller (%q) still holds the manager role of worker deployment %s from an earlier strategy, "+
+		"so Temporal refuses routing changes from other identities: take the role with: temporal worker deployment manager-identity set --deployment-name %s --self; "+
+		"make version %s current with: %s; then release the role with: temporal worker deployment manager-identity unset --deployment-name %s",
+		v.in.Identity, v.deploymentName(), v.deploymentName(), v.target, promote, v.deploymentName())
 }
 
 // invalidRollout catches specs the CRD validation should have refused.
