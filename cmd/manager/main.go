@@ -39,6 +39,8 @@ func main() {
 		"how often the leader reads the task queue backlog of the running versions of autoscaled TemporalWorkerDeployments (or all, --backlog-all) from Temporal, and how long a read is reused; 0 reads only on demand")
 	flag.BoolVar(&opts.BacklogAll, "backlog-all", false,
 		"read the backlog of every TemporalWorkerDeployment's running versions in the background (Prometheus gauges for all), not only of those whose replicas an autoscaler owns")
+	flag.IntVar(&opts.Workers, "max-concurrent-reconciles", 0,
+		"how many TemporalWorkerDeployments are reconciled at once; 0 means the default (8)")
 	flag.BoolVar(&opts.ExternalMetrics, "external-metrics", false,
 		"serve the versions' backlogs through the external metrics API (APIService "+externalmetrics.APIServiceName+") on the webhook server")
 	webhook := bindWebhookFlags(flag.CommandLine)

@@ -87,6 +87,9 @@ type Options struct {
 	// BacklogAll reads every running version in the background, not only
 	// those of TWDs whose replicas an autoscaler owns.
 	BacklogAll bool
+	// Workers is how many TemporalWorkerDeployments are reconciled at
+	// once; 0 means the controller's default (8).
+	Workers int
 	// ExternalMetrics serves the versions' backlogs through the external
 	// metrics API on the webhook server (which it needs), for the
 	// APIService v1beta1.external.metrics.k8s.io; with certificate
@@ -145,6 +148,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		// may take over at once.
 		LeaderElectionReleaseOnCancel: true,
 		Cache:                         cacheOpts,
+		NewClient:                     newClient,
 		WebhookServer:                 webhookServer(opts.Webhook),
 	})
 	if err != nil {
@@ -177,7 +181,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	if err := (&workerdeployment.Reconciler{
 		Client: mgr.GetClient(), Pool: pool, Recorder: recorder, Clock: clock.RealClock{}, MaxVersions: opts.MaxVersions,
-		Backlogs: backlogs,
+		Backlogs: backlogs, Workers: opts.Workers,
 	}).SetupWithManager(mgr); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("set up the TemporalWorkerDeployment controller: %w", err)
@@ -201,7 +205,8 @@ func (m *Manager) Start(ctx context.Context) error {
 // cacheOptions watches only the namespaces asked for (all when none), and
 // keeps only the controller's own Deployments in memory: a
 // cluster's other Deployments never concern it. They carry the worker
-// label, which is also how the controller lists them.
+// label, which is also how the controller lists them. Every cached object
+// is trimmed (trim.go).
 func cacheOptions(namespaces []string) (cache.Options, error) {
 	owned, err := labels.NewRequirement(workload.LabelWorker, selection.Exists, nil)
 	if err != nil {
@@ -209,7 +214,7 @@ func cacheOptions(namespaces []string) (cache.Options, error) {
 	}
 	opts := cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&appsv1.Deployment{}: {Label: labels.NewSelector().Add(*owned)},
-	}}
+	}, DefaultTransform: trimObject}
 	if len(namespaces) > 0 {
 		opts.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range namespaces {

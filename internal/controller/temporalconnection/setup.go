@@ -24,7 +24,9 @@ import (
 func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 	return builder.ControllerManagedBy(mgr).
 		For(&v1alpha1.TemporalConnection{}, builder.WithPredicates(specOrLifecycleChanged)).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.connectionsNaming)).
+		// Metadata is enough to wake the users of a Secret; its data is
+		// read on demand (internal/manager/trim.go).
+		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.connectionsNaming)).
 		Watches(&v1alpha1.TemporalWorkerDeployment{}, handler.EnqueueRequestsFromMapFunc(r.deletingConnectionOf)).
 		// A probe of an unreachable server waits for its timeout; one
 		// such connection should not delay the others.

@@ -100,7 +100,9 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		For(&v1alpha1.TemporalWorkerDeployment{}).
 		Owns(&appsv1.Deployment{}).
 		Watches(&v1alpha1.TemporalConnection{}, handler.EnqueueRequestsFromMapFunc(r.usersOfConnection)).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.usersOfSecret)).
+		// Metadata is enough to wake the users of a Secret; its data is
+		// read on demand (internal/manager/trim.go).
+		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.usersOfSecret)).
 		Watches(&v1alpha1.TemporalWorkerOwnedResource{}, handler.EnqueueRequestsFromMapFunc(workerOfOwned), builder.WithPredicates(ownedChanged)).
 		WatchesRawSource(source.Channel(r.watch.events, &handler.EnqueueRequestForObject{})).
 		Named("temporalworkerdeployment").
