@@ -3,6 +3,7 @@ package admission
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/ownedresource"
 )
 
 // DefaultBannedKinds are the kinds refused in spec.object unless the
@@ -127,6 +129,24 @@ func validateMetadata(obj map[string]any) field.ErrorList {
 	if v, found := meta["namespace"]; found && v != nil {
 		errs = append(errs, field.Forbidden(p.Child("namespace"), "copies are made in the TemporalWorkerOwnedResource's namespace"))
 	}
+	// The controller copies these onto each copy: they must be what
+	// Kubernetes stores, maps of strings.
+	for _, key := range []string{"labels", "annotations"} {
+		m, found := meta[key]
+		if !found || m == nil {
+			continue
+		}
+		values, ok := m.(map[string]any)
+		if !ok {
+			errs = append(errs, field.Invalid(p.Child(key), m, "must be a map of strings"))
+			continue
+		}
+		for _, k := range slices.Sorted(maps.Keys(values)) {
+			if _, ok := values[k].(string); !ok {
+				errs = append(errs, field.Invalid(p.Child(key).Key(k), values[k], "must be a string"))
+			}
+		}
+	}
 	return errs
 }
 
@@ -140,7 +160,8 @@ func validateMinReplicas(obj map[string]any) field.ErrorList {
 }
 
 // validateSentinels walks v, refusing a non-null value under any key of
-// sentinelFields. Map keys are visited in order, so errors are stable.
+// sentinelFields and a string whose template fails for every version.
+// Map keys are visited in order, so errors are stable.
 func validateSentinels(v any, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	switch v := v.(type) {
@@ -160,6 +181,13 @@ func validateSentinels(v any, p *field.Path) field.ErrorList {
 	case []any:
 		for i, item := range v {
 			errs = append(errs, validateSentinels(item, p.Index(i))...)
+		}
+	case string:
+		if !strings.Contains(v, "{{") {
+			break
+		}
+		if err := ownedresource.CheckTemplate(v); err != nil {
+			errs = append(errs, field.Invalid(p, v, err.Error()))
 		}
 	}
 	return errs

@@ -304,11 +304,8 @@ func (r *renderer) inject(key string) any {
 }
 
 func (r *renderer) execute(text string) (string, error) {
-	tmpl, err := template.New("value").Option("missingkey=error").Parse(text)
+	tmpl, err := parseBounded(text)
 	if err != nil {
-		return "", err
-	}
-	if err := bounded(tmpl); err != nil {
 		return "", err
 	}
 	w := &limitedBuffer{limit: maxRendered - r.written}
@@ -318,6 +315,16 @@ func (r *renderer) execute(text string) (string, error) {
 		return "", err
 	}
 	return w.String(), nil
+}
+
+// parseBounded parses one string value as a template and refuses what
+// bounded refuses.
+func parseBounded(text string) (*template.Template, error) {
+	tmpl, err := template.New("value").Option("missingkey=error").Parse(text)
+	if err != nil {
+		return nil, err
+	}
+	return tmpl, bounded(tmpl)
 }
 
 // bounded rejects what would let a template run unbounded in the

@@ -444,3 +444,31 @@ func TestHash(t *testing.T) {
 		t.Errorf("Hash(nil) = %q", Hash(nil))
 	}
 }
+
+func TestCheckTemplate(t *testing.T) {
+	for text, want := range map[string]string{
+		"{{ .BuildID }}": "",
+		"{{ $.TemporalDeploymentName }}/{{ .DeploymentName }}": "",
+		"{{ printf \"%s-x\" .TemporalNamespace }}":             "",
+		"{{ with .BuildID }}{{ .Whatever }}{{ end }}":          "", // dot is a string there: left to Render
+		"{{ with .BuildID }}{{ $.Nope }}{{ end }}":             "unknown field .Nope",
+		"{{ if .BuildID }}{{ else }}{{ .Nope }}{{ end }}":      "unknown field .Nope",
+		"{{ .BuildID.Length }}":                                ".BuildID is a string and has no field .Length",
+		"{{ .Namespace | printf \"%s\" }}":                     "unknown field .Namespace",
+		"{{ .BuildID":                                          "unclosed action",
+		"{{ range 3 }}{{ end }}":                               "range is not supported",
+		"{{ block \"t\" . }}{{ end }}":                         "define and block are not supported",
+	} {
+		err := CheckTemplate(text)
+		if (want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), want)) {
+			t.Errorf("CheckTemplate(%q) = %v, want %q", text, err, want)
+		}
+		// Whatever passes the check renders: only the version's values
+		// can make it fail then.
+		if err == nil {
+			if _, rerr := Render(map[string]any{"apiVersion": "v1", "kind": "X", "a": text}, target); rerr != nil && want == "" && !strings.Contains(text, "Whatever") {
+				t.Errorf("%q passed the check but Render failed: %v", text, rerr)
+			}
+		}
+	}
+}

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,9 +12,12 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/dev/demoworker"
+	"github.com/rainbow-deploy/rainbow/internal/planner"
+	"github.com/rainbow-deploy/rainbow/internal/workload"
 )
 
 // exampleRollout creates the TemporalWorkerDeployment of an example
@@ -28,10 +32,8 @@ func exampleRollout(t *testing.T, file string, mutate func(*v1alpha1.TemporalWor
 
 // drainOf is build's status.drain, nil if none.
 func drainOf(twd *v1alpha1.TemporalWorkerDeployment, build string) *v1alpha1.VersionDrain {
-	for _, v := range append([]*v1alpha1.WorkerVersion{twd.Status.TargetVersion, twd.Status.CurrentVersion, twd.Status.RampingVersion}, ptrsOf(twd.Status.DeprecatedVersions)...) {
-		if v != nil && v.BuildID == build {
-			return v.Drain
-		}
+	if v := workerVersionOf(twd, build); v != nil {
+		return v.Drain
 	}
 	return nil
 }
@@ -44,78 +46,72 @@ func drainText(d *v1alpha1.VersionDrain) string {
 		d.PinnedWorkflows, d.Overdue, d.CancelRequested, d.Terminated, d.Signalled, d.Pending, d.Deadline, d.ListedAt)
 }
 
-// rollOutV2WithPinned starts a LongPinned workflow on v1, rolls out v2 and waits for
+// rollOutV2WithPinned starts n LongPinned workflows on v1 (an activity a
+// minute, so that a cancellation ends them), rolls out v2 and waits for
 // it to be current.
-func (r *rollout) rollOutV2WithPinned() (client.WorkflowRun, string) {
+func (r *rollout) rollOutV2WithPinned(n int) ([]client.WorkflowRun, string) {
 	r.Helper()
-	pinned := r.startLong(demoworker.LongPinnedWorkflow)
-	r.Eventually(30*time.Second, "the pinned workflow running", func() (bool, string) {
-		on := r.queryBuild(pinned)
-		return !strings.HasPrefix(on, "unknown"), on
-	})
+	var pinned []client.WorkflowRun
+	for range n {
+		pinned = append(pinned, r.startLongWith(demoworker.LongPinnedWorkflow, demoworker.LongInput{Tick: time.Minute}))
+	}
+	for _, run := range pinned {
+		r.Eventually(30*time.Second, "the pinned workflow running", func() (bool, string) {
+			on := r.queryBuild(run)
+			return !strings.HasPrefix(on, "unknown"), on
+		})
+	}
 	r.setImage("v2")
 	v2 := r.buildID()
 	r.waitCurrent(2*time.Minute, v2)
 	return pinned, v2
 }
 
+// stopAction is a drainAction that ends the pinned workflows open past the
+// deadline, and how each shows.
+type stopAction struct {
+	action v1alpha1.DrainAction
+	// pinned workflows are started on v1.
+	pinned int
+	event  string
+	// label of rainbow_drain_workflows_total.
+	label string
+	// done is the runs status counts for the action, other the runs of the
+	// other action.
+	done, other func(*v1alpha1.VersionDrain) int32
+	// ended: the error the run's result gives.
+	ended  func(error) bool
+	status enumspb.WorkflowExecutionStatus
+}
+
 // TestDrainDeadline: examples/drain/deadline.yaml cancels the pinned
 // workflow still open on v1 once v1 has drained longer than
-// maxDrainDuration, with the reason in its history, an Event, the metric
-// and status; under DryRun the workflow is only counted.
+// maxDrainDuration, and with drainAction Terminate terminates them, with
+// the reason in their history, Events, the metric and status, no more
+// than a pass's worth at a time; v1 then drains and is retired. Under
+// DryRun the workflow is only counted.
 func TestDrainDeadline(t *testing.T) {
-	t.Run("Cancel", func(t *testing.T) {
-		t.Parallel()
-		r, v1 := exampleRollout(t, "drain/deadline.yaml", func(twd *v1alpha1.TemporalWorkerDeployment) {
-			if twd.Spec.Sunset.DrainAction != v1alpha1.DrainCancel || twd.Spec.Sunset.MaxDrainDuration == nil {
-				t.Fatalf("the example's sunset: %+v", twd.Spec.Sunset)
-			}
+	cancelled := func(d *v1alpha1.VersionDrain) int32 { return d.CancelRequested }
+	terminated := func(d *v1alpha1.VersionDrain) int32 { return d.Terminated }
+	for _, a := range []stopAction{
+		{action: v1alpha1.DrainCancel, pinned: 1, event: planner.EventCancelPinned, label: "cancel", done: cancelled, other: terminated,
+			ended: temporal.IsCanceledError, status: enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED},
+		// More runs than one pass may act on (20): passes at least 10s apart.
+		{action: v1alpha1.DrainTerminate, pinned: 25, event: planner.EventTerminatePinned, label: "terminate", done: terminated, other: cancelled,
+			ended: temporal.IsTerminatedError, status: enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED},
+	} {
+		t.Run(string(a.action), func(t *testing.T) {
+			t.Parallel()
+			drainDeadlineStops(t, a)
 		})
-		pinned, _ := r.rollOutV2WithPinned()
-		promoted := time.Now()
-		max := r.get().Spec.Sunset.MaxDrainDuration.Duration
-		twd := r.waitFor(max+time.Minute, "the pinned workflow's cancellation requested", func(twd *v1alpha1.TemporalWorkerDeployment) bool {
-			d := drainOf(twd, v1)
-			return d != nil && d.CancelRequested == 1
-		})
-		// Temporal's drain start, not when this test saw v2 current, is
-		// what the deadline counts from.
-		d := drainOf(twd, v1)
-		if d.DrainingSince == nil || d.Deadline == nil || d.LastActionAt == nil || !d.Deadline.Equal(&metav1.Time{Time: d.DrainingSince.Add(max)}) ||
-			d.LastActionAt.Before(d.Deadline) || d.Overdue != 1 || len(d.StoppedRuns) != 1 {
-			t.Fatalf("cancelled before the deadline, or status does not say: %s, drainingSince %v, lastActionAt %v", drainText(d), d.DrainingSince, d.LastActionAt)
-		}
-		r.Logf("cancellation requested %s after the test saw v2 current (maxDrainDuration %s); %s", time.Since(promoted).Round(time.Second), max, drainText(d))
-		err := pinned.Get(context.Background(), nil)
-		if !temporal.IsCanceledError(err) {
-			t.Fatalf("the pinned workflow ended with %v, want cancelled", err)
-		}
-		cause, identity := cancelRequest(r, pinned)
-		for _, want := range []string{"version " + v1, "maxDrainDuration (20s)", "TemporalWorkerDeployment " + r.Namespace + "/" + r.Name} {
-			if !strings.Contains(cause, want) {
-				t.Errorf("the cancel request's cause %q does not say %q", cause, want)
-			}
-		}
-		if identity != "rainbow-test" {
-			t.Errorf("the cancel request came from %q", identity)
-		}
-		r.waitEvent(10*time.Second, "CancelPinnedWorkflows")
-		if n, ok := metric(t, "rainbow_drain_workflows_total", map[string]string{"namespace": r.Namespace, "name": r.Name, "action": "cancel"}); !ok || n != 1 {
-			t.Errorf("rainbow_drain_workflows_total{action=cancel} = %v (%v), want 1", n, ok)
-		}
-		// With nothing pinned left, v1 drains and retires as usual.
-		r.Eventually(2*time.Minute, "version "+v1+" drained", func() (bool, string) {
-			twd := r.get()
-			st := versionStatus(twd, v1)
-			return st == v1alpha1.VersionDrained || st == "", describe(twd)
-		})
-	})
+	}
 	t.Run("DryRun", func(t *testing.T) {
 		t.Parallel()
 		r, v1 := exampleRollout(t, "drain/deadline.yaml", func(twd *v1alpha1.TemporalWorkerDeployment) {
 			twd.Spec.Sunset.DrainAction = v1alpha1.DrainDryRun
 		})
-		pinned, _ := r.rollOutV2WithPinned()
+		runs, _ := r.rollOutV2WithPinned(1)
+		pinned := runs[0]
 		twd := r.waitFor(2*time.Minute, "the pinned workflow counted overdue", func(twd *v1alpha1.TemporalWorkerDeployment) bool {
 			d := drainOf(twd, v1)
 			return d != nil && d.Overdue == 1
@@ -123,7 +119,7 @@ func TestDrainDeadline(t *testing.T) {
 		if d := drainOf(twd, v1); d.CancelRequested != 0 || d.Terminated != 0 || d.Deadline == nil || d.PinnedWorkflows != 1 {
 			t.Fatalf("DryRun status: %s", drainText(d))
 		}
-		r.waitEvent(10*time.Second, "DrainDeadlinePassed")
+		r.waitEvent(10*time.Second, planner.EventDrainDeadlinePassed)
 		if n, ok := metric(t, "rainbow_drain_overdue_workflows", map[string]string{"namespace": r.Namespace, "name": r.Name}); !ok || n != 1 {
 			t.Errorf("rainbow_drain_overdue_workflows = %v (%v), want 1", n, ok)
 		}
@@ -132,13 +128,137 @@ func TestDrainDeadline(t *testing.T) {
 		if err != nil || desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			t.Fatalf("under DryRun the pinned workflow is %v (%v), want running", desc.GetWorkflowExecutionInfo().GetStatus(), err)
 		}
-		if cause, _ := cancelRequest(r, pinned); cause != "" {
-			t.Fatalf("DryRun requested a cancellation: %q", cause)
+		if stop := stopOf(r, pinned); stop.cause != "" {
+			t.Fatalf("DryRun stopped the workflow: %+v", stop)
 		}
 		if err := r.Env.Temporal.SignalWorkflow(context.Background(), pinned.GetID(), "", demoworker.FinishSignal, nil); err != nil {
 			t.Fatal(err)
 		}
 	})
+}
+
+// drainDeadlineStops runs examples/drain/deadline.yaml with a.action: the
+// pinned workflows open on v1 past maxDrainDuration are ended, v1 keeps
+// its workers until then, and drains and is retired after.
+func drainDeadlineStops(t *testing.T, a stopAction) {
+	r, v1 := exampleRollout(t, "drain/deadline.yaml", func(twd *v1alpha1.TemporalWorkerDeployment) {
+		if twd.Spec.Sunset.DrainAction != v1alpha1.DrainCancel || twd.Spec.Sunset.MaxDrainDuration == nil {
+			t.Fatalf("the example's sunset: %+v", twd.Spec.Sunset)
+		}
+		twd.Spec.Sunset.DrainAction = a.action
+		// Retired soon after it drains, to see that in the test.
+		twd.Spec.Sunset.ScaledownDelay = &metav1.Duration{Duration: 5 * time.Second}
+		twd.Spec.Sunset.DeleteDelay = &metav1.Duration{Duration: 5 * time.Second}
+	})
+	pinned, _ := r.rollOutV2WithPinned(a.pinned)
+	promoted := time.Now()
+	max := r.get().Spec.Sunset.MaxDrainDuration.Duration
+	n := int32(a.pinned)
+	twd := r.waitFor(max+3*time.Minute, fmt.Sprintf("%d pinned workflows %s", n, a.label), func(twd *v1alpha1.TemporalWorkerDeployment) bool {
+		d := drainOf(twd, v1)
+		if d == nil || a.done(d) < n {
+			if dep := r.deployment(v1); dep == nil || ptr.Deref(dep.Spec.Replicas, 1) == 0 {
+				t.Fatalf("v1 lost its workers while pinned workflows were open: %s; %s", deploymentState(dep), drainText(d))
+			}
+			return false
+		}
+		return true
+	})
+	// Temporal's drain start, not when this test saw v2 current, is what
+	// the deadline counts from.
+	d := drainOf(twd, v1)
+	if d.DrainingSince == nil || d.Deadline == nil || d.LastActionAt == nil || !d.Deadline.Equal(&metav1.Time{Time: d.DrainingSince.Add(max)}) ||
+		d.LastActionAt.Before(d.Deadline) || a.done(d) != n || a.other(d) != 0 || d.Signalled != 0 || d.Pending != 0 ||
+		d.Overdue < 1 || d.Overdue > n || len(d.StoppedRuns) != a.pinned {
+		t.Fatalf("acted before the deadline, or status does not say: %s, drainingSince %v, lastActionAt %v, %d runs remembered",
+			drainText(d), d.DrainingSince, d.LastActionAt, len(d.StoppedRuns))
+	}
+	r.Logf("%s: %d runs done %s after the test saw v2 current (maxDrainDuration %s); %s", a.action, n, time.Since(promoted).Round(time.Second), max, drainText(d))
+
+	var stops []time.Time
+	for _, run := range pinned {
+		if err := run.Get(context.Background(), nil); !a.ended(err) {
+			t.Fatalf("pinned workflow %s ended with %v, want %s", run.GetID(), err, a.status)
+		}
+		desc, err := r.Env.Temporal.DescribeWorkflowExecution(context.Background(), run.GetID(), run.GetRunID())
+		if err != nil || desc.GetWorkflowExecutionInfo().GetStatus() != a.status {
+			t.Fatalf("pinned workflow %s is %v (%v), want %s", run.GetID(), desc.GetWorkflowExecutionInfo().GetStatus(), err, a.status)
+		}
+		stop := stopOf(r, run)
+		for _, want := range []string{"version " + v1, "maxDrainDuration (20s)", "TemporalWorkerDeployment " + r.Namespace + "/" + r.Name} {
+			if !strings.Contains(stop.cause, want) {
+				t.Errorf("workflow %s: the %s reason %q does not say %q", run.GetID(), a.label, stop.cause, want)
+			}
+		}
+		if stop.identity != "rainbow-test" {
+			t.Errorf("workflow %s: the %s request came from %q", run.GetID(), a.label, stop.identity)
+		}
+		stops = append(stops, stop.at)
+	}
+	slices.SortFunc(stops, func(x, y time.Time) int { return x.Compare(y) })
+	// At most 20 runs a pass, passes at least 10s apart (Temporal's clock
+	// against the controller's, both on this machine; the margin is for
+	// the time a pass takes to reach its first call).
+	for i := 20; i < len(stops); i++ {
+		if gap := stops[i].Sub(stops[i-20]); gap < 5*time.Second {
+			t.Errorf("21 runs %s within %s: %s to %s", a.label, gap, stops[i-20].Format(time.RFC3339Nano), stops[i].Format(time.RFC3339Nano))
+		}
+	}
+	if len(stops) > 20 {
+		r.Logf("%s: runs 1-20 ended within %s, run 21 %s after run 1", a.action,
+			stops[19].Sub(stops[0]).Round(time.Millisecond), stops[20].Sub(stops[0]).Round(time.Millisecond))
+	}
+	r.checkStopEvents(a, int(n))
+	if got, ok := metric(t, "rainbow_drain_workflows_total", map[string]string{"namespace": r.Namespace, "name": r.Name, "action": a.label}); !ok || got != float64(n) {
+		t.Errorf("rainbow_drain_workflows_total{action=%s} = %v (%v), want %d", a.label, got, ok, n)
+	}
+
+	// With nothing pinned left, v1 drains and is retired as usual, after
+	// the last run ended.
+	var scaledDown string
+	r.Eventually(3*time.Minute, "version "+v1+" retired", func() (bool, string) {
+		dep := r.deployment(v1)
+		if dep != nil && ptr.Deref(dep.Spec.Replicas, 1) == 0 && dep.Annotations[workload.AnnotationScaledDownAt] != "" {
+			scaledDown = dep.Annotations[workload.AnnotationScaledDownAt]
+		}
+		twd := r.get()
+		return dep == nil && versionStatus(twd, v1) == "", deploymentState(dep) + "; " + describe(twd)
+	})
+	if at, err := time.Parse(time.RFC3339, scaledDown); err != nil || at.Before(stops[len(stops)-1].Truncate(time.Second)) {
+		t.Errorf("v1 scaled down at %q (%v), before its last pinned run ended at %s", scaledDown, err, stops[len(stops)-1])
+	}
+}
+
+// checkStopEvents: the Events of a's action name at most 20 runs each,
+// and together at least the n runs ended (a pass that failed part way is
+// announced again when retried).
+func (r *rollout) checkStopEvents(a stopAction, n int) {
+	r.Helper()
+	r.waitEvent(10*time.Second, a.event)
+	list, err := r.Env.Clients.EventsV1().Events(r.Namespace).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		r.Fatal(err)
+	}
+	verb := "terminating"
+	if a.action == v1alpha1.DrainCancel {
+		verb = "requesting cancellation of"
+	}
+	var sum int
+	var msgs []string
+	for _, e := range list.Items {
+		if e.Regarding.Name != r.Name || e.Reason != a.event {
+			continue
+		}
+		var runs, open int
+		if _, err := fmt.Sscanf(strings.TrimPrefix(e.Note, verb+" "), "%d of the %d", &runs, &open); err != nil || runs > 20 || runs > open {
+			r.Errorf("Event %s: %q (%v) does not name at most 20 of the open runs", e.Reason, e.Note, err)
+		}
+		sum += runs
+		msgs = append(msgs, e.Note)
+	}
+	if sum < n {
+		r.Errorf("the %s Events name %d runs, want at least %d: %q", a.event, sum, n, msgs)
+	}
 }
 
 // TestContinueAsNewSignal: examples/drain/continue-as-new.yaml signals the
@@ -151,7 +271,8 @@ func TestContinueAsNewSignal(t *testing.T) {
 			t.Fatalf("the example's signal %+v is not the demo worker's %q", s, demoworker.ContinueAsNewSignal)
 		}
 	})
-	pinned, v2 := r.rollOutV2WithPinned()
+	runs, v2 := r.rollOutV2WithPinned(1)
+	pinned := runs[0]
 	r.Eventually(time.Minute, "the workflow's next run on "+v2, func() (bool, string) {
 		desc, err := r.Env.Temporal.DescribeWorkflowExecution(context.Background(), pinned.GetID(), "")
 		if err != nil {
@@ -183,9 +304,14 @@ func TestContinueAsNewSignal(t *testing.T) {
 	})
 }
 
-// cancelRequest is the cause and identity of the run's cancel request, ""
-// if none.
-func cancelRequest(r *rollout, run client.WorkflowRun) (cause, identity string) {
+// stop is how a run was cancelled or terminated: the cause or reason,
+// who asked and when, as its history shows; zero if neither.
+type stop struct {
+	cause, identity string
+	at              time.Time
+}
+
+func stopOf(r *rollout, run client.WorkflowRun) stop {
 	r.Helper()
 	it := r.Env.Temporal.GetWorkflowHistory(context.Background(), run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
@@ -194,8 +320,11 @@ func cancelRequest(r *rollout, run client.WorkflowRun) (cause, identity string) 
 			r.Fatalf("history: %v", err)
 		}
 		if a := e.GetWorkflowExecutionCancelRequestedEventAttributes(); a != nil {
-			return a.GetCause(), a.GetIdentity()
+			return stop{cause: a.GetCause(), identity: a.GetIdentity(), at: e.GetEventTime().AsTime()}
+		}
+		if a := e.GetWorkflowExecutionTerminatedEventAttributes(); a != nil {
+			return stop{cause: a.GetReason(), identity: a.GetIdentity(), at: e.GetEventTime().AsTime()}
 		}
 	}
-	return "", ""
+	return stop{}
 }

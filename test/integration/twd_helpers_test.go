@@ -223,10 +223,16 @@ func (r *rollout) routing() (current, ramping string, pct float32) {
 // startLong starts a long-running workflow that waits for the finish signal.
 func (r *rollout) startLong(workflowType string) client.WorkflowRun {
 	r.Helper()
+	return r.startLongWith(workflowType, demoworker.LongInput{Tick: time.Second})
+}
+
+// startLongWith starts a long-running workflow with the given input.
+func (r *rollout) startLongWith(workflowType string, in demoworker.LongInput) client.WorkflowRun {
+	r.Helper()
 	run, err := r.Env.Temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
 		ID:        fmt.Sprintf("%s-%s-%d", r.Name, workflowType, time.Now().UnixNano()),
 		TaskQueue: r.TaskQueue,
-	}, workflowType, demoworker.LongInput{Tick: time.Second})
+	}, workflowType, in)
 	if err != nil {
 		r.Fatalf("start %s: %v", workflowType, err)
 	}

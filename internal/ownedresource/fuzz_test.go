@@ -1,0 +1,92 @@
+package ownedresource
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/rainbow-deploy/rainbow/internal/workload"
+)
+
+// FuzzRender renders arbitrary objects for arbitrary versions and checks
+// what the controller relies on: no panic; the input is left as it was;
+// the same input renders the same object and hash; a rendered copy has
+// the controller's name, namespace and labels, one owner (the version's
+// Deployment), apiVersion and kind, string labels and annotations, and no
+// status.
+func FuzzRender(f *testing.F) {
+	for _, s := range []string{
+		`{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"scaleTargetRef":null,"maxReplicas":5,"metrics":[{"name":"{{ .BuildID }}"}]}}`,
+		`{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","spec":{"selector":{"matchLabels":null}}}`,
+		`{"apiVersion":"v1","kind":"X","metadata":{"name":"n","labels":{"temporal.io/build-id":"mine","a":"{{ .TemporalNamespace }}"},"annotations":{"b":1}},"status":{}}`,
+		`{"apiVersion":"v1","kind":"X","a":"{{ range 3 }}{{ end }}","b":"{{ index .BuildID 9 }}","c":"{{ printf \"%0900d\" 1 }}"}`,
+		`{"kind":"X"}`, `{}`,
+	} {
+		f.Add(s, "v1.2-abc", "orders", "hpa")
+	}
+	f.Add(`{"apiVersion":"v1","kind":"X"}`, "", "", "")
+	f.Fuzz(func(t *testing.T, object, buildID, twd, twor string) {
+		var in map[string]any
+		if json.Unmarshal([]byte(object), &in) != nil || in == nil {
+			return
+		}
+		var pristine map[string]any
+		_ = json.Unmarshal([]byte(object), &pristine)
+		tg := Target{Namespace: "ns", WorkerDeployment: twd, OwnedResource: twor, BuildID: buildID,
+			DeploymentName: "dep", DeploymentUID: "uid", TemporalNamespace: "tns", TemporalDeploymentName: "ns/w"}
+		u, err := Render(in, tg)
+		if !reflect.DeepEqual(in, pristine) {
+			t.Fatalf("Render modified its input")
+		}
+		u2, err2 := Render(in, tg)
+		if (err == nil) != (err2 == nil) || (err != nil && err.Error() != err2.Error()) {
+			t.Fatalf("not deterministic: %v, then %v", err, err2)
+		}
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatal("an empty error")
+			}
+			return
+		}
+		if Hash(u) != Hash(u2) || !reflect.DeepEqual(u.Object, u2.Object) {
+			t.Fatalf("not deterministic: %v, then %v", u.Object, u2.Object)
+		}
+		if u.GetAPIVersion() == "" || u.GetKind() == "" {
+			t.Errorf("rendered without apiVersion or kind: %v", u.Object)
+		}
+		if n := u.GetName(); n != Name(twd, twor, buildID) || len(validation.IsDNS1123Label(n)) > 0 {
+			t.Errorf("name %q, want %q, a DNS label", n, Name(twd, twor, buildID))
+		}
+		if u.GetNamespace() != "ns" {
+			t.Errorf("namespace %q", u.GetNamespace())
+		}
+		refs := u.GetOwnerReferences()
+		if len(refs) != 1 || refs[0].Kind != "Deployment" || refs[0].Name != "dep" || refs[0].UID != "uid" || refs[0].Controller == nil || !*refs[0].Controller {
+			t.Errorf("owners %+v, want the version's Deployment only", refs)
+		}
+		labels := u.GetLabels()
+		for k, want := range map[string]string{workload.LabelWorker: workload.WorkerLabel(twd), workload.LabelBuildID: buildID,
+			LabelOwnedResource: workload.WorkerLabel(twor)} {
+			if labels[k] != want {
+				t.Errorf("label %s = %q, want %q", k, labels[k], want)
+			}
+		}
+		meta := u.Object["metadata"].(map[string]any)
+		for _, key := range []string{"labels", "annotations"} {
+			m, _ := meta[key].(map[string]any)
+			for k, v := range m {
+				if _, ok := v.(string); !ok {
+					t.Errorf("metadata.%s[%s] = %v, not a string", key, k, v)
+				}
+			}
+		}
+		if _, ok := u.Object["status"]; ok {
+			t.Error("status kept")
+		}
+		if _, err := json.Marshal(u.Object); err != nil {
+			t.Errorf("the copy does not encode: %v", err)
+		}
+	})
+}
