@@ -36,14 +36,14 @@ func printCurve(w io.Writer, scales []Scale) {
 	fmt.Fprintln(w, "How cost grows with the fleet (each step adds TWDs, then changes every image at once, retires the old versions, and idles):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "N\troll out all\teach, median / p95\tspec->Deployment\tDeployment->available\tavailable->Ready\tretired after\t"+
-		"ctrl CPU busy / idle\tctrl RSS idle\treads/min busy / idle\tdevenv CPU busy\tworkers' RSS\t")
+		"ctrl CPU busy / idle\tctrl RSS idle\treads/min busy / idle\tdevenv CPU busy\tworkers' PSS busy\t")
 	for _, s := range scales {
 		st := s.RolloutStages
 		fmt.Fprintf(tw, "%d\t%s\t%s / %s\t%s\t%s\t%s\t%s\t%.2f / %.2f s/min\t%.0f MiB\t%.0f / %.1f\t%.1f s/min\t%.0f MiB\t\n",
 			s.N, secs(s.RolloutSeconds), secs(s.RolloutEndToEnd.Median), secs(s.RolloutEndToEnd.P95),
 			secs(st[stageCreated].Median), secs(st[stageAvailable].Median), secs(st[stageReady].Median), secs(s.RetireSeconds),
 			s.Rollout.CPUSecondsPerMin, s.Idle.CPUSecondsPerMin, s.Idle.RSSMiB,
-			readsPerMin(s.Rollout), readsPerMin(s.Idle), s.Rollout.CPUByProcess["devenv"], s.Rollout.RSSByProcess["demo-worker"])
+			readsPerMin(s.Rollout), readsPerMin(s.Idle), s.Rollout.CPUByProcess["devenv"], s.Rollout.PSSByProcess["demo-worker"])
 	}
 	tw.Flush()
 	if n := len(scales); n > 1 {
@@ -55,8 +55,8 @@ func printCurve(w io.Writer, scales []Scale) {
 	if n := len(scales); n > 0 {
 		s := scales[n-1]
 		if k := s.Rollout.Processes["demo-worker"]; k > 0 {
-			fmt.Fprintf(w, "a demo-worker process costs %.1f MiB RSS (%d running at the end of the N=%d rollout)\n",
-				s.Rollout.RSSByProcess["demo-worker"]/float64(k), k, s.N)
+			fmt.Fprintf(w, "a demo-worker process costs %.1f MiB (PSS: its share of the program text, its own heap; %d running at the end of the N=%d rollout)\n",
+				s.Rollout.PSSByProcess["demo-worker"]/float64(k), k, s.N)
 		}
 	}
 }

@@ -125,9 +125,10 @@ type Window struct {
 	// the environment (devenv holds the Temporal server and the node
 	// agent; demo-worker is every worker together).
 	CPUByProcess map[string]float64 `json:"cpuSecondsPerMinuteByProcess"`
-	// RSSByProcess is the resident memory of each kind of process at the
-	// window's end, added up (demo-worker is every worker together).
-	RSSByProcess map[string]float64 `json:"rssMiBByProcess"`
+	// PSSByProcess is the memory (proportional set size) of each kind of
+	// process at the window's end, added up (demo-worker is every worker
+	// together).
+	PSSByProcess map[string]float64 `json:"pssMiBByProcess"`
 	// Processes counts each kind of process at the window's end.
 	Processes map[string]int `json:"processes"`
 	// MachineBusy is the share of all CPUs busy, whoever used them.
@@ -187,7 +188,7 @@ func window(name string, a, b snapshot, twds int) Window {
 			w.CPUByProcess[name] = sec / minutes
 		}
 	}
-	w.RSSByProcess, w.Processes = rssByName(b.cpu), map[string]int{}
+	w.PSSByProcess, w.Processes = pssByName(b.cpu), map[string]int{}
 	for _, p := range b.cpu {
 		w.Processes[p.name]++
 	}

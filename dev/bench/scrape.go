@@ -246,18 +246,33 @@ func readProc(pid int) (procStat, error) {
 	return p, nil
 }
 
-// procCPU is one process's CPU time so far, and its resident memory.
+// procCPU is one process's CPU time so far, and its memory.
 type procCPU struct {
 	name    string
 	started uint64 // start time in ticks since boot, tells a reused pid apart
 	seconds float64
-	rssMiB  float64
+	// pssMiB is the proportional set size: shared pages (the program's
+	// text, which every demo-worker shares) count once over all sharers,
+	// so the sum over processes is what they cost together.
+	pssMiB float64
 }
 
-// pageMiB is the size of a memory page in MiB, for /proc/<pid>/stat's rss.
-var pageMiB = float64(os.Getpagesize()) / (1 << 20)
+// pss reads a process's proportional set size from smaps_rollup.
+func pss(pid int) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "Pss:" {
+			kib, _ := strconv.ParseFloat(f[1], 64)
+			return kib / 1024
+		}
+	}
+	return 0
+}
 
-// processCPU reads the CPU time and RSS of root and every process below
+// processCPU reads the CPU time and PSS of root and every process below
 // it, by pid.
 func processCPU(roots ...int) map[int]procCPU {
 	type entry struct {
@@ -287,8 +302,7 @@ func processCPU(roots ...int) map[int]procCPU {
 		utime, _ := strconv.ParseFloat(f[11], 64)
 		stime, _ := strconv.ParseFloat(f[12], 64)
 		started, _ := strconv.ParseUint(f[19], 10, 64)
-		pages, _ := strconv.ParseFloat(f[21], 64)
-		all[pid] = entry{ppid, procCPU{name: string(data[open+1 : closing]), started: started, seconds: (utime + stime) / clockTicks, rssMiB: pages * pageMiB}}
+		all[pid] = entry{ppid, procCPU{name: string(data[open+1 : closing]), started: started, seconds: (utime + stime) / clockTicks}}
 	}
 	children := map[int][]int{}
 	for pid, e := range all {
@@ -300,6 +314,7 @@ func processCPU(roots ...int) map[int]procCPU {
 		pid := queue[0]
 		queue = queue[1:]
 		if e, ok := all[pid]; ok {
+			e.cpu.pssMiB = pss(pid)
 			out[pid] = e.cpu
 		}
 		queue = append(queue, children[pid]...)
@@ -322,11 +337,11 @@ func cpuByName(a, b map[int]procCPU) map[string]float64 {
 	return out
 }
 
-// rssByName adds up the resident memory of each kind of process.
-func rssByName(procs map[int]procCPU) map[string]float64 {
+// pssByName adds up the memory of each kind of process.
+func pssByName(procs map[int]procCPU) map[string]float64 {
 	out := map[string]float64{}
 	for _, p := range procs {
-		out[p.name] += p.rssMiB
+		out[p.name] += p.pssMiB
 	}
 	return out
 }
