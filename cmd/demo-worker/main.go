@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
@@ -34,6 +35,14 @@ func run(taskQueue string) error {
 	opts, err := env.ClientOptions()
 	if err != nil {
 		return err
+	}
+	if v := os.Getenv("DEMO_POLL_DELAY"); v != "" {
+		// A worker that polls late (a slow start), for the benchmark.
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("DEMO_POLL_DELAY=%q: %w", v, err)
+		}
+		time.Sleep(d)
 	}
 	opts.Logger = sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	c, err := client.Dial(opts)
