@@ -155,6 +155,9 @@ func readResult(path string) (Result, error) {
 func printChanges(w io.Writer, path string, prev Result, changes []figureChange) {
 	fmt.Fprintf(w, "Compared with the previous run (%s, %s, load average %v at start):\n", path,
 		prev.Started.Format("2006-01-02 15:04"), prev.Machine["loadAverageAtStart"])
+	if prev.Error != "" {
+		fmt.Fprintf(w, "  (that run stopped early: %s)\n", prev.Error)
+	}
 	if len(changes) == 0 {
 		fmt.Fprintln(w, "  no figure in common")
 		return

@@ -71,6 +71,9 @@ type Result struct {
 	// change of each figure since it.
 	Previous string         `json:"previous,omitempty"`
 	Changes  []figureChange `json:"changes,omitempty"`
+	// Error is why the run stopped early; the figures are those measured
+	// before.
+	Error string `json:"error,omitempty"`
 }
 
 // phaseTime is how long one phase of the run took.
@@ -141,50 +144,11 @@ func run(cfg config) error {
 		return err
 	}
 
-	if err := createNamespace(ctx, e, "bench-reaction"); err != nil {
-		return err
-	}
-	others := 0 // TWDs of the earlier phases in bench-reaction
-	if cfg.Rollouts > 0 {
-		fmt.Printf("bench: %d AllAtOnce rollouts of one TWD\n", cfg.Rollouts)
-		if res.Rollouts, res.RolloutLoad, err = allAtOnce(ctx, e, o, "bench-reaction", cfg.Rollouts); err != nil {
-			return err
-		}
-		others++
-		phase.done("AllAtOnce rollouts")
-	}
-	if cfg.ProgressiveRollouts > 0 {
-		fmt.Printf("bench: %d Progressive rollouts through %v%%, %s pauses\n", cfg.ProgressiveRollouts, cfg.Steps, cfg.Pause)
-		if res.Steps, res.StepProgress, res.StepLoad, err = progressive(ctx, e, o, "bench-reaction", cfg.ProgressiveRollouts, cfg.Steps, cfg.Pause); err != nil {
-			return err
-		}
-		if len(res.Steps) == 0 {
-			return fmt.Errorf("no Progressive step could be timed")
-		}
-		others++
-		phase.done("Progressive rollouts")
-	}
-	if cfg.Waiting > 0 {
-		for i, k := range []int{1, 10} {
-			fmt.Printf("bench: %d Manual TWDs waiting for a promotion for %s\n", k, cfg.Waiting)
-			w, err := waiting(ctx, e, o, fmt.Sprintf("bench-waiting-%d", i), k, cfg.Waiting)
-			if err != nil {
-				return err
-			}
-			res.Waiting = append(res.Waiting, w)
-		}
-		phase.done("Manual TWDs waiting")
-	}
-	prev := 0
-	for step, n := range cfg.Ns {
-		fmt.Printf("bench: scale, %d TWDs with one demo worker each (%d more)\n", n, n-prev)
-		s, err := scale(ctx, e, o, "bench-scale", prev, n, step+1, "bench-reaction", others, cfg.Idle, cfg.ScaleRollout)
-		if err != nil {
-			return err
-		}
-		res.Scales = append(res.Scales, s)
-		phase.done(fmt.Sprintf("scale to %d TWDs", n))
-		prev = n
+	measureErr := measure(ctx, cfg, e, o, &res, phase)
+	if measureErr != nil {
+		// What was measured before the failure is still reported.
+		res.Error = measureErr.Error()
+		fmt.Fprintln(os.Stderr, "bench: stopped early:", measureErr)
 	}
 	res.Finished = time.Now()
 	res.Machine["loadAverageAtEnd"] = loadAverage()
@@ -231,6 +195,57 @@ func run(cfg config) error {
 		}
 	}
 	fmt.Printf("\nJSON: %s (and %s)\n", filepath.Join(runDir, "result.json"), filepath.Join(cfg.Out, "latest.json"))
+	return measureErr
+}
+
+// measure runs the phases in order; res holds what each one measured.
+func measure(ctx context.Context, cfg config, e *benchEnv, o *observer, res *Result, phase *phaseClock) error {
+	var err error
+	if err := createNamespace(ctx, e, "bench-reaction"); err != nil {
+		return err
+	}
+	others := 0 // TWDs of the earlier phases in bench-reaction
+	if cfg.Rollouts > 0 {
+		fmt.Printf("bench: %d AllAtOnce rollouts of one TWD\n", cfg.Rollouts)
+		if res.Rollouts, res.RolloutLoad, err = allAtOnce(ctx, e, o, "bench-reaction", cfg.Rollouts); err != nil {
+			return err
+		}
+		others++
+		phase.done("AllAtOnce rollouts")
+	}
+	if cfg.ProgressiveRollouts > 0 {
+		fmt.Printf("bench: %d Progressive rollouts through %v%%, %s pauses\n", cfg.ProgressiveRollouts, cfg.Steps, cfg.Pause)
+		if res.Steps, res.StepProgress, res.StepLoad, err = progressive(ctx, e, o, "bench-reaction", cfg.ProgressiveRollouts, cfg.Steps, cfg.Pause); err != nil {
+			return err
+		}
+		if len(res.Steps) == 0 {
+			return fmt.Errorf("no Progressive step could be timed")
+		}
+		others++
+		phase.done("Progressive rollouts")
+	}
+	if cfg.Waiting > 0 {
+		for i, k := range []int{1, 10} {
+			fmt.Printf("bench: %d Manual TWDs waiting for a promotion for %s\n", k, cfg.Waiting)
+			w, err := waiting(ctx, e, o, fmt.Sprintf("bench-waiting-%d", i), k, cfg.Waiting)
+			if err != nil {
+				return err
+			}
+			res.Waiting = append(res.Waiting, w)
+		}
+		phase.done("Manual TWDs waiting")
+	}
+	prev := 0
+	for step, n := range cfg.Ns {
+		fmt.Printf("bench: scale, %d TWDs with one demo worker each (%d more)\n", n, n-prev)
+		s, err := scale(ctx, e, o, "bench-scale", prev, n, step+1, "bench-reaction", others, cfg.Idle, cfg.ScaleRollout)
+		if err != nil {
+			return err
+		}
+		res.Scales = append(res.Scales, s)
+		phase.done(fmt.Sprintf("scale to %d TWDs", n))
+		prev = n
+	}
 	return nil
 }
 

@@ -83,7 +83,7 @@ func scale(ctx context.Context, e *benchEnv, o *observer, ns string, from, to, s
 		}
 	}
 	fmt.Printf("  created %d TWDs in %.1fs; waiting for all to be Ready\n", to-from, time.Since(start.at).Seconds())
-	last, err := waitAllReady(ctx, o, keys[from:], changes[from:], 5*time.Minute+time.Duration(to-from)*2*time.Second)
+	last, err := waitAllReady(ctx, o, keys[from:], changes[from:], generous(to-from))
 	if err != nil {
 		return s, err
 	}
@@ -103,7 +103,7 @@ func scale(ctx context.Context, e *benchEnv, o *observer, ns string, from, to, s
 	// Both namespaces: the earlier phases' old versions too.
 	before := time.Now()
 	for ns, count := range map[string]int{ns: to, otherNamespace: others} {
-		if err := waitRetired(ctx, e, ns, count, 10*time.Minute); err != nil {
+		if err := waitRetired(ctx, e, ns, count, generous(count)); err != nil {
 			return s, err
 		}
 	}
@@ -158,7 +158,7 @@ func sharedRollout(ctx context.Context, e *benchEnv, o *observer, s *Scale, keys
 		}
 	}
 	fmt.Printf("  changed %d images in %.1fs; waiting for all to be Ready\n", n, time.Since(rollStart.at).Seconds())
-	last, err := waitAllReady(ctx, o, keys, changes, 5*time.Minute+time.Duration(n)*2*time.Second)
+	last, err := waitAllReady(ctx, o, keys, changes, generous(n))
 	if err != nil {
 		return err
 	}
@@ -202,6 +202,10 @@ func stageMedians(st map[string]Stats) string {
 	}
 	return out
 }
+
+// generous bounds a wait for n TWDs: on a shared 2-core machine creating
+// 40 at once was seen to take 4.5 minutes.
+func generous(n int) time.Duration { return 10*time.Minute + time.Duration(n)*3*time.Second }
 
 // waitAllReady waits until every key is Ready at its change's generation
 // and returns when the last one was seen.
