@@ -179,15 +179,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		next := throttleBackoff(o.retryBusy, th.attempts, randomJitter())
 		if twd.Status.ObservedGeneration == twd.Generation && !deleting {
 			// A throttled read is no outage: the status of this spec
-			// stands, and says how long the throttle has lasted.
-			if err := r.writeStatus(ctx, &twd, throttledStatus(twd.Status, th, next, now)); err != nil {
+			// stands, and says since when Temporal throttles.
+			if err := r.writeStatus(ctx, &twd, throttledStatus(twd.Status, th, now)); err != nil {
 				return reconcile.Result{}, err
 			}
 			return reconcile.Result{RequeueAfter: next}, nil
 		}
 		// A spec not acted on yet: plan without Temporal's state (nothing
 		// is routed, scaled down or deleted) so status describes it.
-		o.input.TemporalError.Message = fmt.Sprintf("%s%s: %s", throttleNote, now.Sub(th.since).Round(time.Second), o.input.TemporalError.Message)
+		o.input.TemporalError.Message = throttleSince(th) + ": " + o.input.TemporalError.Message
 		o.retryBusy = next
 	} else {
 		r.throttled.clear(req.NamespacedName)

@@ -1,7 +1,6 @@
 package workerdeployment
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -22,7 +21,7 @@ const (
 	// write.
 	throttleReportAfter = 5 * time.Second
 	// throttleNote starts the sentence the status carries while throttled.
-	throttleNote = "Temporal has throttled reads of this worker deployment for "
+	throttleNote = "Temporal has throttled reads of this worker deployment since "
 )
 
 // throttles remembers, per TWD, since when Temporal has throttled its reads
@@ -73,10 +72,18 @@ func throttleBackoff(base time.Duration, attempts int, jitter float64) time.Dura
 
 func randomJitter() float64 { return rand.Float64() }
 
+// throttleSince is the start of the note: since when, in whole seconds.
+func throttleSince(th throttle) string {
+	return throttleNote + th.since.UTC().Format(time.RFC3339)
+}
+
 // throttledStatus keeps the last status of a TWD whose spec it already
 // acted on, and once the throttle lasts, says so in Progressing's message
-// without changing its status or reason.
-func throttledStatus(old v1alpha1.TemporalWorkerDeploymentStatus, th throttle, next time.Duration, now time.Time) v1alpha1.TemporalWorkerDeploymentStatus {
+// without changing its status or reason. The note stays the same for the
+// whole throttle: a status write wakes the TWD again at once, so a note
+// that changed with each refusal (a count, a countdown) would bypass the
+// backoff and read Temporal in a hot loop.
+func throttledStatus(old v1alpha1.TemporalWorkerDeploymentStatus, th throttle, now time.Time) v1alpha1.TemporalWorkerDeploymentStatus {
 	st := *old.DeepCopy()
 	lasted := now.Sub(th.since)
 	if lasted < throttleReportAfter {
@@ -90,8 +97,8 @@ func throttledStatus(old v1alpha1.TemporalWorkerDeploymentStatus, th throttle, n
 	if strings.HasPrefix(c.Message, throttleNote) {
 		base = ""
 	}
-	note := fmt.Sprintf("%s%s (since %s, %d reads refused); the status above is the last known one, and reads are retried with backoff, next in %s",
-		throttleNote, lasted.Round(time.Second), th.since.UTC().Format(time.RFC3339), th.attempts, next.Round(100*time.Millisecond))
+	note := throttleSince(th) + "; the status above is the last known one, and reads are retried with backoff (at most " +
+		maxThrottleBackoff.String() + " apart)"
 	if base != "" {
 		note = base + "; " + note
 	}
