@@ -34,6 +34,16 @@ test: kube-bins bins $(HELM) $(HELM4) vet verify-generated ## Run every test: un
 	go test $(GO_TEST_FLAGS) -timeout 40m ./...
 	cd cmd/devenv && go test $(GO_TEST_FLAGS) -timeout 10m ./...
 
+# The full soak: SOAK_DURATION of rollouts, controller restarts and live
+# workflows, then the checks; a two-minute smoke of it runs in `make test`.
+SOAK_DURATION ?= 25m
+SOAK_SEED ?= 0
+SOAK_TIMEOUT ?= 2h
+
+.PHONY: soak
+soak: kube-bins bins ## Soak the controller under live workflows for SOAK_DURATION (25m) and check nothing was lost (SOAK_SEED reproduces a run; docs/reliability.md#soak)
+	go test ./test/soak -run 'TestSoak$$' -v -count=1 -timeout $(SOAK_TIMEOUT) -soak.duration=$(SOAK_DURATION) -soak.seed=$(SOAK_SEED)
+
 .PHONY: bench
 bench: kube-bins bins ## Benchmark reaction time, Temporal load and scale against the local environment (BENCH_N=100; see docs/performance.md)
 	go run ./dev/bench $(BENCH_FLAGS)
