@@ -20,10 +20,13 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	crleaderelection "sigs.k8s.io/controller-runtime/pkg/leaderelection"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -136,14 +139,35 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		}
 		opts.Webhook = &w
 	}
+	// With leader election, the controllers' writes pass a fence that
+	// closes once the Lease may have passed to another replica (fence.go).
+	var fence *leaseFence
+	var lock resourcelock.Interface
+	if opts.LeaderElection {
+		fence = newLeaseFence(renewDeadline, opts.Logger.WithName("lease-fence"))
+		// No Events of the Lease's own: the elector's "stopped leading"
+		// would be a write after the Lease was lost.
+		inner, err := crleaderelection.NewResourceLock(cfg, noEvents{}, crleaderelection.Options{
+			LeaderElection: true, LeaderElectionID: LeaderElectionID,
+			LeaderElectionNamespace: opts.LeaderElectionNamespace, RenewDeadline: renewDeadline,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("leader election lock: %w", err)
+		}
+		lock = fence.lock(inner)
+	}
 	mgr, err := ctrlmanager.New(cfg, ctrlmanager.Options{
-		Scheme:                  scheme,
-		Logger:                  opts.Logger,
-		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
-		HealthProbeBindAddress:  opts.ProbeAddr,
-		LeaderElection:          opts.LeaderElection,
-		LeaderElectionID:        LeaderElectionID,
-		LeaderElectionNamespace: opts.LeaderElectionNamespace,
+		Scheme:                              scheme,
+		Logger:                              opts.Logger,
+		Metrics:                             metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress:              opts.ProbeAddr,
+		LeaderElection:                      opts.LeaderElection,
+		LeaderElectionID:                    LeaderElectionID,
+		LeaderElectionNamespace:             opts.LeaderElectionNamespace,
+		LeaderElectionResourceLockInterface: lock,
+		LeaseDuration:                       ptr.To(leaseDuration),
+		RenewDeadline:                       ptr.To(renewDeadline),
+		RetryPeriod:                         ptr.To(retryPeriod),
 		// Start returns only once reconciling stopped, so the next leader
 		// may take over at once.
 		LeaderElectionReleaseOnCancel: true,
@@ -170,8 +194,12 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	sdkLog := temporallog.NewStructuredLogger(slog.New(logr.ToSlogHandler(opts.Logger.WithName("temporal-sdk"))))
 	pool := temporal.NewPool(opts.Identity, sdkLog)
-	recorder := mgr.GetEventRecorder(eventSource)
-	backlogs := workerdeployment.NewBacklogs(mgr.GetClient(), pool, clock.RealClock{}, opts.BacklogInterval)
+	if fence != nil {
+		pool.WithInterceptor(fence.temporalWrites)
+	}
+	recorder := fence.recorder(mgr.GetEventRecorder(eventSource))
+	leaderClient := fence.client(mgr.GetClient())
+	backlogs := workerdeployment.NewBacklogs(leaderClient, pool, clock.RealClock{}, opts.BacklogInterval)
 	backlogs.All = opts.BacklogAll
 	if opts.ExternalMetrics {
 		srv := externalmetrics.NewServer(backlogs, &externalmetrics.FrontProxyAuth{Reader: mgr.GetAPIReader(), Reviews: mgr.GetClient()})
@@ -180,14 +208,14 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		}
 	}
 	if err := (&workerdeployment.Reconciler{
-		Client: mgr.GetClient(), Pool: pool, Recorder: recorder, Clock: clock.RealClock{}, MaxVersions: opts.MaxVersions,
+		Client: leaderClient, Pool: pool, Recorder: recorder, Clock: clock.RealClock{}, MaxVersions: opts.MaxVersions,
 		Backlogs: backlogs, Workers: opts.Workers,
 	}).SetupWithManager(mgr); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("set up the TemporalWorkerDeployment controller: %w", err)
 	}
 	if err := (&temporalconnection.Reconciler{
-		Client: mgr.GetClient(), Pool: pool, Recorder: recorder, Clock: clock.RealClock{},
+		Client: leaderClient, Pool: pool, Recorder: recorder, Clock: clock.RealClock{},
 	}).SetupWithManager(mgr); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("set up the TemporalConnection controller: %w", err)

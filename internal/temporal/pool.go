@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,6 +31,8 @@ type Pool struct {
 	logger   log.Logger
 	// dial is client.DialContext; a field so tests can count dials.
 	dial func(context.Context, client.Options) (client.Client, error)
+	// interceptors run before the pool's own on every call.
+	interceptors []grpc.UnaryClientInterceptor
 
 	mu      sync.Mutex
 	closed  bool
@@ -69,6 +72,13 @@ type Dialer func(context.Context, client.Options) (client.Client, error)
 // hand it a stub Temporal client.
 func (p *Pool) WithDialer(d Dialer) *Pool {
 	p.dial = d
+	return p
+}
+
+// WithInterceptor adds a unary interceptor to the clients dialed from now
+// on, before the pool's own (a call it refuses is not counted as sent).
+func (p *Pool) WithInterceptor(i grpc.UnaryClientInterceptor) *Pool {
+	p.interceptors = append(p.interceptors, i)
 	return p
 }
 
@@ -247,7 +257,7 @@ func (p *Pool) options(params ConnectionParams) (client.Options, error) {
 		ConnectionOptions: client.ConnectionOptions{
 			TLS:         tlsCfg,
 			TLSDisabled: !params.TLS,
-			DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(countRPCs)},
+			DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(append(slices.Clone(p.interceptors), countRPCs)...)},
 		},
 	}
 	if params.APIKey != "" {
