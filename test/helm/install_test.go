@@ -34,7 +34,8 @@ import (
 // first), and rolls out through the controller the chart runs as a pod
 // under its own service account: a TemporalWorkerDeployment of the demo
 // worker with an HPA per version (the webhook admits it through its
-// Service). helm upgrade then restricts the controller to the workers'
+// Service), and reads the version's backlog through the external metrics
+// API (externalMetrics.enabled) the pod serves. helm upgrade then restricts the controller to the workers'
 // namespace (watchNamespaces: Roles instead of the ClusterRole) and a second
 // version rolls out under those permissions. Uninstalling removes it all
 // but the CRDs.

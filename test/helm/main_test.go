@@ -33,15 +33,24 @@ func TestMain(m *testing.M) { harness.Main(m, &env) }
 
 // helmPath is the helm `make helm` builds: .cache/tools/helm-<version>, the
 // version hack/tools/go.mod requires.
-func helmPath(t testing.TB) string {
+func helmPath(t testing.TB) string { return builtHelm(t, "hack/tools/go.mod", "helm.sh/helm/v3") }
+
+// helm4Path is the helm 4 `make helm` builds from hack/tools/helm4.
+func helm4Path(t testing.TB) string {
+	return builtHelm(t, "hack/tools/helm4/go.mod", "helm.sh/helm/v4")
+}
+
+// builtHelm is .cache/tools/helm-<version>, the version of module the
+// go.mod at gomod requires.
+func builtHelm(t testing.TB, gomod, module string) string {
 	t.Helper()
-	gomod, err := os.ReadFile(filepath.Join(env.Root, "hack", "tools", "go.mod"))
+	data, err := os.ReadFile(filepath.Join(env.Root, gomod))
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`(?m)^\s*helm\.sh/helm/v3 (v\S+)`).FindSubmatch(gomod)
+	m := regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(module) + ` (v\S+)`).FindSubmatch(data)
 	if m == nil {
-		t.Fatal("hack/tools/go.mod requires no helm.sh/helm/v3")
+		t.Fatalf("%s requires no %s", gomod, module)
 	}
 	path := filepath.Join(env.Root, ".cache", "tools", "helm-"+string(m[1]))
 	if _, err := os.Stat(path); err != nil {
