@@ -43,6 +43,7 @@ func (s *Scenario) StartControllerNamed(name string, extra ...string) *Controlle
 	c.Args = append([]string{
 		"--kubeconfig=" + s.Env.Info.Kubeconfig,
 		"--watch-namespaces=" + s.Namespace,
+		"--webhook-port=0", // the scenarios create no TemporalWorkerOwnedResource
 		"--zap-devel",
 		"--zap-time-encoding=rfc3339nano",
 	}, extra...)
@@ -159,4 +160,13 @@ func freeAddr() string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// RestartNoWait starts the process again without waiting until it is ready.
+func (c *Controller) RestartNoWait() {
+	c.s.Helper()
+	if !c.Exited() {
+		c.s.Fatalf("controller %s restarted while it still runs", c.Name)
+	}
+	c.start()
 }

@@ -38,7 +38,7 @@ type trafficRun struct {
 func (r *trafficRun) Pinned() bool { return r.workflowType == demoworker.LongPinnedWorkflow }
 
 // StartTraffic starts a workflow every 1–3s (drawn from the scenario's
-// seed) lasting 2–40s, a tenth of them 1–3 minutes.
+// seed) lasting 2–20s (smoke) or 2–40s, a tenth of them 1–3 minutes (full).
 func (s *Scenario) StartTraffic(taskQueue string) *Traffic {
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Traffic{s: s, taskQueue: taskQueue, cancel: cancel, done: make(chan struct{})}
@@ -54,8 +54,8 @@ func (t *Traffic) loop(ctx context.Context) {
 		if i%2 == 1 {
 			wfType = demoworker.LongAutoUpgradeWorkflow
 		}
-		d := t.s.Between(2*time.Second, 40*time.Second)
-		if t.s.IntN(10) == 0 {
+		d := t.s.Between(2*time.Second, t.s.Length(20*time.Second, 40*time.Second))
+		if t.s.Run.Full && t.s.IntN(10) == 0 {
 			d = t.s.Between(time.Minute, 3*time.Minute)
 		}
 		id := fmt.Sprintf("chaos-%s-%d", t.taskQueue, i)
