@@ -44,6 +44,16 @@ SOAK_TIMEOUT ?= 2h
 soak: kube-bins bins ## Soak the controller under live workflows for SOAK_DURATION (25m) and check nothing was lost (SOAK_SEED reproduces a run; docs/reliability.md#soak)
 	go test ./test/soak -run 'TestSoak$$' -v -count=1 -timeout $(SOAK_TIMEOUT) -soak.duration=$(SOAK_DURATION) -soak.seed=$(SOAK_SEED)
 
+# The full chaos run: at least 50 controller kills, leader failovers and the
+# fault scenarios; CHAOS_SEED replays a run (0 picks one and prints it). A
+# two-minute smoke of it runs in `make test`.
+CHAOS_SEED ?= 0
+CHAOS_TIMEOUT ?= 90m
+
+.PHONY: chaos
+chaos: kube-bins bins ## Kill, freeze and fault the controller during rollouts and check nothing was lost (CHAOS_SEED reproduces a run; result in .cache/chaos; docs/reliability.md)
+	go test ./test/chaos -v -count=1 -timeout $(CHAOS_TIMEOUT) -chaos.full -chaos.seed=$(CHAOS_SEED)
+
 .PHONY: bench
 bench: kube-bins bins ## Benchmark reaction time, Temporal load and scale against the local environment (BENCH_N=100; see docs/performance.md)
 	go run ./dev/bench $(BENCH_FLAGS)
