@@ -20,7 +20,7 @@ func FuzzDrainSafety(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := fuzzDrainInput(data)
 		res := Plan(in)
-		for _, err := range drainViolations(in, res) {
+		for _, err := range violations(in, res) {
 			t.Error(err)
 		}
 		if !reflect.DeepEqual(res, Plan(fuzzDrainInput(data))) {
@@ -39,7 +39,7 @@ func TestDrainSafetyRandom(t *testing.T) {
 		fillRandom(data, &x)
 		in := fuzzDrainInput(data)
 		res := Plan(in)
-		for _, err := range drainViolations(in, res) {
+		for _, err := range violations(in, res) {
 			t.Fatalf("input %x: %v", data, err)
 		}
 		if len(res.DrainWork) > 0 {

@@ -3,6 +3,7 @@ package planner
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -21,7 +22,7 @@ func FuzzPlanSafety(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := fuzzInput(data)
 		got := Plan(in)
-		for _, err := range append(append(safetyViolations(in, got), ownedViolations(in, got)...), autoscaleViolations(in, got)...) {
+		for _, err := range violations(in, got) {
 			t.Error(err)
 		}
 		if again := Plan(fuzzInput(data)); !reflect.DeepEqual(got, again) {
@@ -42,10 +43,36 @@ func TestPlanSafetyRandom(t *testing.T) {
 		fillRandom(data, &x)
 		in := fuzzInput(data)
 		res := Plan(in)
-		for _, err := range append(append(safetyViolations(in, res), ownedViolations(in, res)...), autoscaleViolations(in, res)...) {
+		for _, err := range violations(in, res) {
 			t.Fatalf("input %x: %v", data, err)
 		}
 	}
+}
+
+// violations are the broken rules of every invariant: safety, owned
+// resources, autoscaling, the drain, and what the observe step is told
+// to read.
+func violations(in Input, r Result) []error {
+	return slices.Concat(safetyViolations(in, r), ownedViolations(in, r), autoscaleViolations(in, r), drainViolations(in, r), readViolations(in))
+}
+
+// readViolations checks the lists that tell observe what to read from
+// Temporal: each names versions Temporal reported, once, and nothing is
+// read while Temporal's state is unknown.
+func readViolations(in Input) []error {
+	var errs []error
+	for name, builds := range map[string][]string{
+		"VersionsToDescribe": VersionsToDescribe(in), "DrainVersionsToList": DrainVersionsToList(in), "BacklogsToRead": BacklogsToRead(in),
+	} {
+		seen := map[string]bool{}
+		for _, b := range builds {
+			if _, ok := versionIn(in.Temporal, b); !ok || seen[b] {
+				errs = append(errs, fmt.Errorf("%s names %q twice or not a version Temporal reported: %v", name, b, builds))
+			}
+			seen[b] = true
+		}
+	}
+	return errs
 }
 
 // byteSource reads choices from fuzz bytes; zeros once exhausted.
