@@ -66,7 +66,11 @@ func (c *Controller) start() {
 		"--health-probe-bind-address="+c.ProbeAddr, "--metrics-bind-address="+c.MetricsAddr)
 	c.starts++
 	mark(c.LogPath, "start %d of %s at %s", c.starts, c.Name, time.Now().UTC().Format(time.RFC3339Nano))
-	p, err := process.Start(c.Name, filepath.Join(c.s.Env.BinDir, "manager"), args, os.Environ(), c.LogPath)
+	bin := filepath.Join(c.s.Env.BinDir, "manager")
+	if b := os.Getenv("RAINBOW_CHAOS_MANAGER"); b != "" {
+		bin = b // a binary of one's own, which a rebuild of .cache/bin cannot swap mid-run
+	}
+	p, err := process.Start(c.Name, bin, args, os.Environ(), c.LogPath)
 	if err != nil {
 		c.s.Fatalf("start the controller (run `make bins`?): %v", err)
 	}
