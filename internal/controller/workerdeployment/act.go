@@ -39,6 +39,8 @@ type outcome struct {
 	drained []drainDone
 	// revived are the revivals whose scale was written.
 	revived []planner.Scale
+	// routed is the plan's routing write, once Temporal accepted it.
+	routed *planner.Routing
 }
 
 func (o *outcome) fail(err error) { o.failed = append(o.failed, err) }
@@ -205,8 +207,15 @@ func (r *Reconciler) actTemporal(ctx context.Context, o *observation, res planne
 		}
 	}
 	if res.Routing != nil && routable {
-		if _, err := o.api.Route(ctx, o.deploymentName, *res.Routing, token); err != nil {
-			temporalErr(out, err)
+		_, err := o.api.Route(ctx, o.deploymentName, *res.Routing, token)
+		temporalErr(out, err)
+		switch {
+		case err == nil:
+			out.routed = res.Routing
+		case errors.Is(err, temporal.ErrMissingTaskQueues):
+			// The current version registered a task queue since it was
+			// described: describe it again.
+			r.currentQueues.forget(keyOf(o.twd))
 		}
 	}
 	if c := res.CancelGate; c != nil {

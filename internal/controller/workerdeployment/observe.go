@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -40,8 +41,11 @@ type observation struct {
 	retryBusy time.Duration
 	// connKey identifies the Temporal connection, for the idle cache.
 	connKey string
-	// reused: the Temporal state came from the idle cache.
+	// reused: the Temporal state came from the idle or the recent cache.
 	reused bool
+	// describedAt, when set, is when the worker deployment was described:
+	// the pass took its state from an earlier describe (recentCache).
+	describedAt time.Time
 	// owned are the TWD's TemporalWorkerOwnedResources, by name.
 	owned map[string]*v1alpha1.TemporalWorkerOwnedResource
 	// drainErrs are listings of pinned workflows that failed.
@@ -133,6 +137,15 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 			}
 			return o, nil
 		}
+		if state, token, ok := r.recent.reuse(o, now); ok {
+			o.input.Temporal, o.token, o.reused = state, token, true
+			return o, nil
+		}
+		if state, token, at, ok := r.recent.forRouting(o, now); ok && r.observeTargetOn(ctx, o, state, token) {
+			o.describedAt = at
+			r.observeDrain(ctx, o)
+			return o, nil
+		}
 	}
 	if err := r.observeTemporal(ctx, o); err != nil {
 		if errors.Is(err, temporal.ErrBusy) {
@@ -173,6 +186,12 @@ func (r *Reconciler) observeTemporal(ctx context.Context, o *observation) error 
 				return err
 			}
 		} else {
+			if r.polled.recently(keyOf(o.twd), b, o.input.Now) {
+				// Its workers polled moments ago; Temporal forgets them
+				// only after its poller history TTL. Left undescribed, it
+				// counts as polled.
+				continue
+			}
 			d, err := o.api.DescribeVersion(ctx, o.deploymentName, b)
 			switch {
 			case errors.Is(err, temporal.ErrNotFound):
@@ -182,6 +201,9 @@ func (r *Reconciler) observeTemporal(ctx context.Context, o *observation) error 
 			default:
 				o.details[b] = d
 				v.HasPollers = d.HasPollers
+				if d.HasPollers {
+					r.polled.note(keyOf(o.twd), b, o.input.Now)
+				}
 			}
 		}
 		v.Described = true
@@ -191,6 +213,42 @@ func (r *Reconciler) observeTemporal(ctx context.Context, o *observation) error 
 		return nil
 	}
 	return r.observeGate(ctx, o)
+}
+
+// observeTargetOn completes an earlier describe of the worker deployment
+// with a fresh describe of the target: its registration, task queues and
+// pollers, all the routing rules read that can have changed without
+// changing the conflict token. It reports false, leaving o as it was, if
+// the target cannot be read (not registered, or any error): the caller
+// then observes in full.
+func (r *Reconciler) observeTargetOn(ctx context.Context, o *observation, state *planner.TemporalState, token []byte) bool {
+	if m := state.ManagerIdentity; !state.Exists || len(token) == 0 || (m != "" && m != o.input.Identity) {
+		return false // without a token a write would not be checked
+	}
+	prev, prevDetails := o.input.Temporal, o.details
+	o.input.Temporal, o.details = state, map[string]temporal.VersionDetail{}
+	i := slices.IndexFunc(state.Versions, func(v planner.TemporalVersion) bool { return v.BuildID == o.targetBuildID })
+	if i < 0 {
+		state.Versions = append(state.Versions, planner.TemporalVersion{BuildID: o.targetBuildID})
+		i = len(state.Versions) - 1
+	}
+	v := &state.Versions[i]
+	if err := r.describeTarget(ctx, o, v); err != nil {
+		o.input.Temporal, o.details = prev, prevDetails
+		return false
+	}
+	d := o.details[o.targetBuildID]
+	if v.Status == "" || v.Status == v1alpha1.VersionNotRegistered {
+		v.Status = d.Status
+	}
+	if v.RegisteredAt.IsZero() {
+		v.RegisteredAt = d.CreatedAt
+	}
+	v.Described = true
+	state.Exists = true
+	slices.SortFunc(state.Versions, func(x, y planner.TemporalVersion) int { return strings.Compare(x.BuildID, y.BuildID) })
+	o.token = token
+	return true
 }
 
 // describeTarget fills what the planner checks before routing to the
@@ -204,8 +262,13 @@ func (r *Reconciler) describeTarget(ctx context.Context, o *observation, v *plan
 	o.details[v.BuildID] = target
 	var current temporal.VersionDetail
 	if cur := o.input.Temporal.CurrentBuildID; cur != "" {
-		if current, err = o.api.DescribeVersionNoPollers(ctx, o.deploymentName, cur); err != nil {
-			return err
+		key, now := keyOf(o.twd), o.input.Now
+		var ok bool
+		if current, ok = r.currentQueues.get(key, cur, now); !ok {
+			if current, err = o.api.DescribeVersionNoPollers(ctx, o.deploymentName, cur); err != nil {
+				return err
+			}
+			r.currentQueues.put(key, current, now)
 		}
 	} else {
 		o.input.Temporal.UnversionedPollers = target.UnversionedPollers

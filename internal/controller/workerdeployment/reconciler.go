@@ -62,6 +62,10 @@ type Reconciler struct {
 
 	idle      idleCache
 	throttled throttles
+	// recent and currentQueues spare Temporal reads during a rollout.
+	recent        recentCache
+	currentQueues queueCache
+	polled        polledCache
 	// watch wakes TWDs waiting on a person's routing change.
 	watch *personWatch
 	// Backlogs reads the versions' backlogs; nil reads none, and the
@@ -97,7 +101,7 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		b = b.WatchesRawSource(source.Channel(r.Backlogs.events, &handler.EnqueueRequestForObject{}))
 	}
 	return b.
-		For(&v1alpha1.TemporalWorkerDeployment{}).
+		For(&v1alpha1.TemporalWorkerDeployment{}, builder.WithPredicates(notOnlyStatus)).
 		Owns(&appsv1.Deployment{}).
 		Watches(&v1alpha1.TemporalConnection{}, handler.EnqueueRequestsFromMapFunc(r.usersOfConnection)).
 		// Metadata is enough to wake the users of a Secret; its data is
@@ -146,6 +150,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if apierrors.IsNotFound(err) {
 			forgetMetrics(req.Namespace, req.Name)
 			r.idle.forget(req.NamespacedName)
+			r.recent.forget(req.NamespacedName)
+			r.currentQueues.forget(req.NamespacedName)
+			r.polled.forget(req.NamespacedName)
 			r.throttled.clear(req.NamespacedName)
 			r.watch.forget(req.NamespacedName)
 			r.Backlogs.forget(req.NamespacedName)
@@ -210,7 +217,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	r.watchRouting(o, res)
 
-	requeue := res.RequeueAfter
+	// Status shows an accepted routing change at once, rather than after
+	// the next pass reads it back; the next look is when the new state
+	// needs one (a plan that routes again: at once).
+	shown, requeue := res, res.RequeueAfter
+	if out.routed != nil && len(out.failed) == 0 {
+		in := o.input
+		in.Temporal = planner.AfterRouting(o.input.Temporal, *out.routed, r.Pool.Identity(), now)
+		if res.BecomeManager {
+			in.Temporal.ManagerIdentity = r.Pool.Identity() // taken before the write
+		}
+		shown = planner.Plan(in)
+		shown.Events = res.Events
+		requeue = shown.RequeueAfter
+		if shown.Routing != nil {
+			requeue = minRequeue
+		}
+	}
 	if o.retryBusy > 0 {
 		requeue = o.retryBusy
 	}
@@ -229,12 +252,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			requeue = min(requeue, retryDeleting)
 		}
 	}
+	r.recent.remember(o, res, out, requeue, now)
 	before := twd.Status.Conditions
-	status := newStatus(twd.Status, twd.Generation, res, out, taskQueues(o), now)
+	status := newStatus(twd.Status, twd.Generation, shown, out, taskQueues(o), now)
 	if err := r.writeStatus(ctx, &twd, status); err != nil {
 		return reconcile.Result{}, err
 	}
-	observeRollout(&twd, before, withOutcome(res, out), now)
+	observeRollout(&twd, before, withOutcome(shown, out), now)
 	return reconcile.Result{RequeueAfter: sinceStart(requeue, r.Clock.Since(now))}, nil
 }
 

@@ -1,0 +1,55 @@
+package planner
+
+import (
+	"slices"
+	"time"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+)
+
+// AfterRouting is the worker deployment as Temporal reports it once a
+// routing write it accepted has landed, from s, the state the write was
+// planned on. The caller writes status from it at once rather than a pass
+// later, when a describe would show the same. What only Temporal knows
+// stays unknown: when the version that lost its traffic started draining
+// (so no drain rule acts on it), and the exact times of the change, taken
+// as at (the ramp's change time, which the next step's pause is counted
+// from, is replaced by Temporal's at the next describe).
+func AfterRouting(s *TemporalState, r Routing, identity string, at time.Time) *TemporalState {
+	c := *s
+	c.Versions = slices.Clone(s.Versions)
+	c.LastModifierIdentity = identity
+	prevCurrent, prevRamping := s.CurrentBuildID, s.RampingBuildID
+	switch r.Op {
+	case SetCurrent:
+		c.CurrentBuildID = r.BuildID
+		if c.RampingBuildID == r.BuildID {
+			c.RampingBuildID, c.RampPercentage, c.RampChangedAt = "", 0, time.Time{}
+		}
+	case SetRamp:
+		c.RampingBuildID, c.RampPercentage, c.RampChangedAt = r.BuildID, r.RampPercentage, at
+	case RemoveRamp:
+		c.RampingBuildID, c.RampPercentage, c.RampChangedAt = "", 0, time.Time{}
+	}
+	t := at
+	for i := range c.Versions {
+		v := &c.Versions[i]
+		switch v.BuildID {
+		case c.CurrentBuildID:
+			v.Status = v1alpha1.VersionCurrent
+			if v.BuildID != prevCurrent {
+				v.CurrentSince, v.LastCurrentAt, v.RampingSince, v.DrainingSince, v.DrainedSince = &t, &t, nil, nil, nil
+			}
+		case c.RampingBuildID:
+			v.Status = v1alpha1.VersionRamping
+			if v.BuildID != prevRamping {
+				v.RampingSince, v.DrainingSince, v.DrainedSince = &t, nil, nil
+			}
+		case prevCurrent, prevRamping:
+			// Temporal drains a version as soon as it loses its traffic.
+			v.Status = v1alpha1.VersionDraining
+			v.CurrentSince, v.RampingSince, v.DrainingSince = nil, nil, nil
+		}
+	}
+	return &c
+}
