@@ -125,13 +125,7 @@ func measureRollout(ctx context.Context, e *benchEnv, o *observer, key types.Nam
 		return r, err
 	}
 	r.ControllerRPCErrors = rpcErrors(before, after)
-	r.ControllerRPCs = map[string]float64{}
-	b := before.by(rpcMetric, "method", nil)
-	for m, n := range after.by(rpcMetric, "method", nil) {
-		if d := n - b[m]; d != 0 {
-			r.ControllerRPCs[m] = d
-		}
-	}
+	r.ControllerRPCs = rpcDelta(before, after)
 	resp, err := describe(ctx, e, temporalName(key))
 	if err != nil {
 		return r, err
@@ -160,6 +154,18 @@ func measureRollout(ctx context.Context, e *benchEnv, o *observer, key types.Nam
 	r.EndToEndSeconds = r.Ready.Sub(r.SpecChanged).Seconds()
 	r.FloorSeconds = r.Registered.Sub(r.PodCreated).Seconds()
 	return r, nil
+}
+
+// rpcDelta is the controller's Temporal calls between two scrapes, by method.
+func rpcDelta(before, after scrape) map[string]float64 {
+	out := map[string]float64{}
+	b := before.by(rpcMetric, "method", nil)
+	for m, n := range after.by(rpcMetric, "method", nil) {
+		if d := n - b[m]; d != 0 {
+			out[m] = d
+		}
+	}
+	return out
 }
 
 // StepReaction is one Progressive step ending: the pause of the ramp at
