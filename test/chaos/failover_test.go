@@ -1,15 +1,14 @@
 package chaos
 
 import (
-	"bufio"
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rainbow-deploy/rainbow/internal/manager"
+	"github.com/rainbow-deploy/rainbow/test/harness"
 )
 
 // leaseDuration and retryPeriod are controller-runtime's leader election
@@ -108,22 +107,7 @@ func waitLeader(s *Scenario, candidates []*Controller, old *Controller) *Control
 }
 
 // isLeader reads controller-runtime's leader_election_master_status.
-func isLeader(c *Controller) bool {
-	hc := http.Client{Timeout: 2 * time.Second}
-	resp, err := hc.Get("http://" + c.MetricsAddr + "/metrics")
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if sc.Text() == `leader_election_master_status{name="`+manager.LeaderElectionID+`"} 1` {
-			return true
-		}
-	}
-	return false
-}
+func isLeader(c *Controller) bool { return harness.IsLeader(c.MetricsAddr, manager.LeaderElectionID) }
 
 // leaseTakenAt is when the API server received the first successful write
 // of the Lease by user after since: the moment the old leader lost it.

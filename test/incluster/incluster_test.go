@@ -181,19 +181,7 @@ func TestControllerRunsInCluster(t *testing.T) {
 // isLeader reads controller-runtime's leader_election_master_status from
 // the pod's metrics endpoint.
 func isLeader(p corev1.Pod) bool {
-	resp, err := http.Get("http://" + net.JoinHostPort(p.Status.PodIP, "8080") + "/metrics")
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if sc.Text() == `leader_election_master_status{name="`+manager.LeaderElectionID+`"} 1` {
-			return true
-		}
-	}
-	return false
+	return harness.IsLeader(net.JoinHostPort(p.Status.PodIP, "8080"), manager.LeaderElectionID)
 }
 
 // install applies config/default, with two replicas that bind their
