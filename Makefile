@@ -58,6 +58,10 @@ chaos: kube-bins bins ## Kill, freeze and fault the controller during rollouts a
 bench: kube-bins bins ## Benchmark reaction time, Temporal load and scale against the local environment (BENCH_N=100; see docs/performance.md)
 	go run ./dev/bench $(BENCH_FLAGS)
 
+.PHONY: fuzz
+fuzz: ## Fuzz the planner, the webhook's rules, owned-resource rendering and build IDs: FUZZ_EXECS (150000) runs of each target, not in `make test` (docs/reliability.md#fuzzing)
+	@hack/fuzz.sh
+
 ##@ Building
 
 .PHONY: kube-bins
