@@ -211,7 +211,7 @@ func conditionsSay(twd *v1alpha1.TemporalWorkerDeployment) (ready, progressing m
 // write to Temporal came from a plan that a failed Kubernetes write had
 // invalidated: between any write to Kubernetes that failed or whose
 // answer was lost, and a later routing write, the controller must have
-// described the worker deployment again (observed anew). It returns one
+// read Temporal again (observed anew, in a new pass). It returns one
 // line per offending routing write, and how many routing writes and failed
 // Kubernetes writes it looked at.
 func staleRoutingWrites(reqs []faultproxy.Request, calls []faultproxy.Call) (stale []string, routes, failed int) {
@@ -229,7 +229,10 @@ func staleRoutingWrites(reqs []faultproxy.Request, calls []faultproxy.Call) (sta
 	}
 	for _, c := range calls {
 		switch {
-		case strings.HasSuffix(c.Method, "/DescribeWorkerDeployment") && c.Code == 0:
+		case (strings.HasSuffix(c.Method, "/DescribeWorkerDeployment") || strings.HasSuffix(c.Method, "/DescribeWorkerDeploymentVersion")) && c.Code == 0:
+			// A pass may describe only the target (its last Describe's
+			// conflict token still guards the write): a read of either
+			// kind starts a new pass, with a new look at Kubernetes.
 			evs = append(evs, event{c.Start, "describe", ""})
 		case faultproxy.RoutingWrite(c.Method):
 			routes++

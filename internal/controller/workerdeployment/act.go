@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -32,7 +35,10 @@ type outcome struct {
 	// retrySoon: a write lost a race (conflict) and is retried shortly;
 	// the plan's conditions still describe the state.
 	retrySoon bool
-	gate      *v1alpha1.GateStatus
+	// kubeInDoubt: a Kubernetes write failed in a way that puts the
+	// pass's observation in doubt (see inDoubt); Temporal is not written.
+	kubeInDoubt bool
+	gate        *v1alpha1.GateStatus
 	// updatedInPlace is the update whose Deployment got a new template.
 	updatedInPlace *planner.UpdateDeployment
 	// drained are the runs of each DrainWork acted on.
@@ -53,7 +59,9 @@ func (r *Reconciler) act(ctx context.Context, o *observation, res planner.Result
 	touched := map[string]bool{}
 
 	if c := res.CreateDeployment; c != nil && o.conn != nil {
-		if err := r.createDeployment(ctx, o, c); err != nil {
+		err := r.createDeployment(ctx, o, c)
+		out.kubeInDoubt = out.kubeInDoubt || inDoubt(err)
+		if err != nil {
 			out.fail(err)
 		}
 	}
@@ -90,15 +98,42 @@ func (r *Reconciler) act(ctx context.Context, o *observation, res planner.Result
 		}
 	}
 
+	if out.kubeInDoubt {
+		// No routing, gate or deletion in Temporal from a plan whose
+		// Kubernetes reads a failed write has put in doubt: the next pass
+		// observes again, shortly.
+		out.retrySoon = true
+		return out
+	}
 	if o.api != nil && o.input.Temporal != nil {
 		r.actTemporal(ctx, o, res, &out)
 	}
 	return out
 }
 
+// inDoubt reports whether a failed Kubernetes write puts what the pass
+// observed in doubt: a conflict or a vanished object shows the cache was
+// behind, and a write that got no clear answer (a timeout, a 5xx, a broken
+// connection) may have happened or not. A clear refusal (forbidden,
+// invalid, a name taken) leaves the observation as it was.
+func inDoubt(err error) bool {
+	if err == nil {
+		return false
+	}
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		code := st.Status().Code
+		return code == http.StatusConflict || code == http.StatusNotFound || code == http.StatusTooManyRequests || code >= 500
+	}
+	var nerr net.Error
+	return errors.As(err, &nerr) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+}
+
 // kubeErr sorts a Kubernetes write error: a conflict means our observation
 // was stale, which the next reconcile fixes.
 func (r *Reconciler) kubeErr(out *outcome, err error) {
+	out.kubeInDoubt = out.kubeInDoubt || inDoubt(err)
 	switch {
 	case err == nil:
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):

@@ -191,6 +191,9 @@ type fixture struct {
 	client client.Client
 	// backlogs gives the reconciler a Backlogs (no background reads).
 	backlogs bool
+	// failKube, if set, fails the writes it returns an error for (after
+	// recording them), as the API server would.
+	failKube func(verb string, o client.Object) error
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -261,31 +264,45 @@ func (f *fixture) reconcile() (kube, temporalWrites []string, res reconcile.Resu
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)
-	record := func(verb string, o client.Object) {
+	record := func(verb string, o client.Object) error {
 		f.kube = append(f.kube, fmt.Sprintf("%s %s %s", verb, reflect.TypeOf(o).Elem().Name(), o.GetName()))
+		if f.failKube != nil {
+			return f.failKube(verb, o)
+		}
+		return nil
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(f.objects, f.twd)...).
 		WithStatusSubresource(&v1alpha1.TemporalWorkerDeployment{}, &v1alpha1.TemporalWorkerOwnedResource{}).
 		WithIndex(&v1alpha1.TemporalWorkerOwnedResource{}, ownedByWorker, indexOwnedByWorker).
 		WithInterceptorFuncs(interceptor.Funcs{
 			Create: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.CreateOption) error {
-				record("create", o)
+				if err := record("create", o); err != nil {
+					return err
+				}
 				return c.Create(ctx, o, opts...)
 			},
 			Patch: func(ctx context.Context, c client.WithWatch, o client.Object, p client.Patch, opts ...client.PatchOption) error {
-				record("patch", o)
+				if err := record("patch", o); err != nil {
+					return err
+				}
 				return c.Patch(ctx, o, p, opts...)
 			},
 			Update: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.UpdateOption) error {
-				record("update", o)
+				if err := record("update", o); err != nil {
+					return err
+				}
 				return c.Update(ctx, o, opts...)
 			},
 			Delete: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.DeleteOption) error {
-				record("delete", o)
+				if err := record("delete", o); err != nil {
+					return err
+				}
 				return c.Delete(ctx, o, opts...)
 			},
 			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, o client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
-				record("patch "+sub, o)
+				if err := record("patch "+sub, o); err != nil {
+					return err
+				}
 				return c.SubResource(sub).Patch(ctx, o, p, opts...)
 			},
 		}).Build()
