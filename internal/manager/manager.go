@@ -208,7 +208,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		}
 	}
 	if err := (&workerdeployment.Reconciler{
-		Client: leaderClient, Pool: pool, Recorder: recorder, Clock: clock.RealClock{}, MaxVersions: opts.MaxVersions,
+		Client: leaderClient, APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: recorder, Clock: clock.RealClock{}, MaxVersions: opts.MaxVersions,
 		Backlogs: backlogs, Workers: opts.Workers,
 	}).SetupWithManager(mgr); err != nil {
 		pool.Close()

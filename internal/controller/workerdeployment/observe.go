@@ -97,7 +97,7 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 		o.input.Deployments = append(o.input.Deployments, plannerDeployment(d))
 	}
 
-	conn, prob, err := connection.Resolve(ctx, r.Client, twd.Namespace, twd.Spec.WorkerOptions.ConnectionRef.Name,
+	conn, prob, err := connection.Resolve(ctx, connection.ConfirmMissing{Cached: r.Client, Live: r.APIReader}, twd.Namespace, twd.Spec.WorkerOptions.ConnectionRef.Name,
 		twd.Spec.WorkerOptions.TemporalNamespace, now)
 	if err != nil {
 		return nil, err

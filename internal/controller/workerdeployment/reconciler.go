@@ -49,10 +49,13 @@ const (
 
 // Reconciler reconciles TemporalWorkerDeployments.
 type Reconciler struct {
-	Client   client.Client
-	Pool     *temporal.Pool
-	Recorder events.EventRecorder
-	Clock    clock.PassiveClock
+	Client client.Client
+	// APIReader reads around the cache, to confirm an object the cache
+	// does not have yet; nil trusts the cache.
+	APIReader client.Reader
+	Pool      *temporal.Pool
+	Recorder  events.EventRecorder
+	Clock     clock.PassiveClock
 	// MaxVersions is Temporal's limit of versions per worker deployment
 	// (the server's matching.maxVersionsInDeployment); 0 = no limit.
 	MaxVersions int
