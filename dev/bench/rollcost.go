@@ -107,7 +107,10 @@ func waitOldGone(ctx context.Context, e *benchEnv, key types.NamespacedName, tim
 		if err := e.Kube.Get(ctx, key, &twd); err != nil || twd.Status.TargetVersion == nil {
 			return false
 		}
-		last = fmt.Sprintf("%d deprecated versions in status", len(twd.Status.DeprecatedVersions))
+		last = "deprecated versions in status:"
+		for _, v := range twd.Status.DeprecatedVersions {
+			last += fmt.Sprintf(" %s (%s, Deployment %q)", v.BuildID, v.Status, v.Deployment)
+		}
 		if len(twd.Status.DeprecatedVersions) > 0 {
 			return false
 		}

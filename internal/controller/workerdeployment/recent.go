@@ -237,3 +237,16 @@ func (c *polledCache) forget(key types.NamespacedName) {
 	delete(c.seen, key)
 	c.mu.Unlock()
 }
+
+// temporalSource says where a pass took Temporal's state from, for the logs.
+func (o *observation) temporalSource() string {
+	switch {
+	case o.input.Temporal == nil:
+		return "none"
+	case !o.describedAt.IsZero():
+		return "target described on the last describe"
+	case o.reused:
+		return "remembered"
+	}
+	return "described"
+}

@@ -203,7 +203,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		r.throttled.clear(req.NamespacedName)
 	}
 	res := planner.Plan(o.input)
+	observed := r.Clock.Since(now)
 	out := r.act(ctx, o, res, now)
+	acted := r.Clock.Since(now)
 	ownedFailed := r.actOwned(ctx, o, res, now)
 	r.recordEvents(o, res, out)
 
@@ -261,6 +263,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.writeStatus(ctx, &twd, status); err != nil {
 		return reconcile.Result{}, err
 	}
+	// Where a pass spends its time, for profiling (--zap-log-level=1).
+	logf.FromContext(ctx).V(1).Info("pass", "temporal", o.temporalSource(), "observed", observed, "acted", acted-observed,
+		"statusWritten", r.Clock.Since(now)-acted, "routed", out.routed != nil, "ready", shown.Ready.Reason)
 	observeRollout(&twd, before, withOutcome(shown, out), now)
 	return reconcile.Result{RequeueAfter: sinceStart(requeue, r.Clock.Since(now))}, nil
 }
