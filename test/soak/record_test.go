@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/client-go/informers"
@@ -89,25 +90,27 @@ func (l *deploymentLog) snapshot() (removals []Removal, created, scales int) {
 }
 
 // routingLog reads the routing of worker deployments from Temporal every
-// interval.
+// interval, and each version's first activation and last deactivation.
 type routingLog struct {
 	mu    sync.Mutex
 	reads map[string][]Routing
+	spans map[Version]Need
 	errs  int
 }
 
 func watchRouting(ctx context.Context, deployments []string, every time.Duration) *routingLog {
-	l := &routingLog{reads: map[string][]Routing{}}
+	l := &routingLog{reads: map[string][]Routing{}, spans: map[Version]Need{}}
 	for _, d := range deployments {
 		go func() {
-			t := time.NewTicker(every)
-			defer t.Stop()
 			for {
-				l.read(ctx, d)
+				wait := every
+				if !l.read(ctx, d) {
+					wait *= 4 // throttled or not there yet: no need to add to it
+				}
 				select {
 				case <-ctx.Done():
 					return
-				case <-t.C:
+				case <-time.After(wait):
 				}
 			}
 		}()
@@ -115,7 +118,7 @@ func watchRouting(ctx context.Context, deployments []string, every time.Duration
 	return l
 }
 
-func (l *routingLog) read(ctx context.Context, deployment string) {
+func (l *routingLog) read(ctx context.Context, deployment string) bool {
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	resp, err := env.Temporal.WorkflowService().DescribeWorkerDeployment(rctx, &workflowservice.DescribeWorkerDeploymentRequest{
@@ -127,7 +130,21 @@ func (l *routingLog) read(ctx context.Context, deployment string) {
 		if ctx.Err() == nil {
 			l.errs++ // not found before the first version, or throttled
 		}
-		return
+		return false
+	}
+	// Each version's activation span, as Temporal keeps it: it covers a
+	// routing state too short for the reads to see.
+	for _, vs := range resp.GetWorkerDeploymentInfo().GetVersionSummaries() {
+		from, to := vs.GetFirstActivationTime(), vs.GetLastDeactivationTime()
+		switch vs.GetStatus() {
+		case enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_CURRENT, enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_RAMPING:
+			continue // routed now: the routing reads cover it
+		}
+		if from == nil || to == nil || to.AsTime().Before(from.AsTime()) {
+			continue
+		}
+		v := Version{deployment, vs.GetDeploymentVersion().GetBuildId()}
+		l.spans[v] = Need{Version: v, From: from.AsTime(), To: to.AsTime(), Why: "Temporal routed it new workflows (its first activation to its last deactivation)"}
 	}
 	rc := resp.GetWorkerDeploymentInfo().GetRoutingConfig()
 	r := Routing{
@@ -143,6 +160,7 @@ func (l *routingLog) read(ctx context.Context, deployment string) {
 		r.RampingSince = ts.AsTime()
 	}
 	l.reads[deployment] = append(l.reads[deployment], r)
+	return true
 }
 
 func (l *routingLog) needs() []Need {
@@ -151,6 +169,9 @@ func (l *routingLog) needs() []Need {
 	var out []Need
 	for d, reads := range l.reads {
 		out = append(out, RoutingNeeds(d, reads)...)
+	}
+	for _, n := range l.spans {
+		out = append(out, n)
 	}
 	return out
 }

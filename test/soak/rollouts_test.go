@@ -203,6 +203,10 @@ func (w *worker) apply(r *rand.Rand, ro *Rollout, twd *v1alpha1.TemporalWorkerDe
 	}
 }
 
+// rolloutTimeout bounds the wait for one change: generous, since a busy
+// machine slows the Temporal dev server down to minutes.
+const rolloutTimeout = 10 * time.Minute
+
 // carryOut makes the change and waits until the controller has carried it
 // out, promoting Manual targets as a person would.
 // The first change creates the TWD.
@@ -223,7 +227,7 @@ func (w *worker) carryOut(ctx context.Context, r *rand.Rand, ro *Rollout) error 
 	}
 	promoted := false
 	var last string
-	for deadline := time.Now().Add(6 * time.Minute); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+	for deadline := time.Now().Add(rolloutTimeout); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
 		twd, err := w.get(ctx)
 		if err != nil {
 			last = err.Error()
@@ -264,8 +268,8 @@ func (w *worker) carryOut(ctx context.Context, r *rand.Rand, ro *Rollout) error 
 			return nil
 		}
 	}
-	ro.Outcome = "not carried out within 6m"
-	return fmt.Errorf("%s %s (%s, %s, gate %q) not carried out within 6 minutes; last seen: %s", w.name, ro.BuildID, ro.Kind, ro.Strategy, ro.Gate, last)
+	ro.Outcome = "not carried out within " + rolloutTimeout.String()
+	return fmt.Errorf("%s %s (%s, %s, gate %q) not carried out within %s; last seen: %s", w.name, ro.BuildID, ro.Kind, ro.Strategy, ro.Gate, rolloutTimeout, last)
 }
 
 func (w *worker) generation(ctx context.Context) (int64, error) {

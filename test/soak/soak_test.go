@@ -114,7 +114,7 @@ const (
 	rssEvery      = 5 * time.Second
 	memoryWarmup  = 2 * time.Minute
 	memoryWindow  = 5 * time.Minute
-	routingEvery  = time.Second
+	routingEvery  = 3 * time.Second
 	drainDeadline = 5 * time.Minute
 )
 

@@ -61,7 +61,7 @@ var workflowKinds = []workflowKind{
 	}},
 }
 
-// run starts a workflow on the TWD's task queue every 1-4s until stop is
+// run starts a workflow on the TWD's task queue every 2-6s until stop is
 // closed. No long workflow runs past latestEnd.
 func (tr *traffic) run(r *rand.Rand, w *worker, soak time.Duration, latestEnd time.Time, stop <-chan struct{}) {
 	total := 0
@@ -72,7 +72,7 @@ func (tr *traffic) run(r *rand.Rand, w *worker, soak time.Duration, latestEnd ti
 		select {
 		case <-stop:
 			return
-		case <-time.After(between(r, time.Second, 4*time.Second)):
+		case <-time.After(between(r, 2*time.Second, 6*time.Second)):
 		}
 		pick := r.IntN(total)
 		var k workflowKind
@@ -88,7 +88,7 @@ func (tr *traffic) run(r *rand.Rand, w *worker, soak time.Duration, latestEnd ti
 			args = []any{"soak"}
 		} else {
 			s.Duration = min(k.duration(r, soak), max(time.Until(latestEnd), 5*time.Second))
-			args = []any{demoworker.LongInput{Duration: s.Duration, Tick: 5 * time.Second}}
+			args = []any{demoworker.LongInput{Duration: s.Duration, Tick: 10 * time.Second}}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		run, err := env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: s.ID, TaskQueue: w.taskQueue}, k.typ, args...)
