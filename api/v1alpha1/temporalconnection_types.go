@@ -5,11 +5,12 @@ import (
 )
 
 // TemporalConnectionSpec says how to reach a Temporal server.
-// +kubebuilder:validation:XValidation:rule="!(has(self.mutualTLSSecretRef) && has(self.apiKeySecretRef))",message="mutualTLSSecretRef and apiKeySecretRef are mutually exclusive: choose one way to authenticate"
+// +kubebuilder:validation:XValidation:rule="!(has(self.mutualTLSSecretRef) && has(self.apiKeySecretRef))",message="mutualTLSSecretRef and apiKeySecretRef are mutually exclusive: choose one way to authenticate",fieldPath=".mutualTLSSecretRef"
 type TemporalConnectionSpec struct {
 	// HostPort is the Temporal frontend address, host:port.
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?):[0-9]{1,5}$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches(':[0-9]+$') || self.matches(':([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])$')",message="spec.hostPort: the port must be a number from 1 to 65535"
 	HostPort string `json:"hostPort"`
 
 	// MutualTLSSecretRef names a Secret in the same namespace holding tls.crt

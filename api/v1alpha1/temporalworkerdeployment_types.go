@@ -68,8 +68,8 @@ type TemporalWorkerDeploymentSpec struct {
 }
 
 // WorkerOptions connects the workers to Temporal.
-// +kubebuilder:validation:XValidation:rule="self.temporalNamespace == oldSelf.temporalNamespace",message="spec.workerOptions.temporalNamespace is immutable: its versions live in the old namespace; create a new TemporalWorkerDeployment instead"
-// +kubebuilder:validation:XValidation:rule="has(self.deploymentName) == has(oldSelf.deploymentName) && (!has(self.deploymentName) || self.deploymentName == oldSelf.deploymentName)",message="spec.workerOptions.deploymentName is immutable: its versions live in the old worker deployment; create a new TemporalWorkerDeployment instead"
+// +kubebuilder:validation:XValidation:rule="self.temporalNamespace == oldSelf.temporalNamespace",message="spec.workerOptions.temporalNamespace is immutable: its versions live in the old namespace; create a new TemporalWorkerDeployment instead",fieldPath=".temporalNamespace"
+// +kubebuilder:validation:XValidation:rule="has(self.deploymentName) == has(oldSelf.deploymentName) && (!has(self.deploymentName) || self.deploymentName == oldSelf.deploymentName)",message="spec.workerOptions.deploymentName is immutable: its versions live in the old worker deployment; create a new TemporalWorkerDeployment instead",fieldPath=".deploymentName"
 type WorkerOptions struct {
 	// ConnectionRef names the TemporalConnection in this namespace.
 	ConnectionRef ConnectionReference `json:"connectionRef"`
@@ -109,9 +109,9 @@ type ConnectionReference struct {
 }
 
 // RolloutSpec configures how a new version is promoted.
-// +kubebuilder:validation:XValidation:rule="self.strategy != 'Progressive' || (has(self.steps) && size(self.steps) > 0)",message="rollout.steps is required when rollout.strategy is Progressive"
-// +kubebuilder:validation:XValidation:rule="!has(self.steps) || self.steps.map(s, s.rampPercentage).isSorted()",message="rollout.steps[].rampPercentage must be strictly increasing"
-// +kubebuilder:validation:XValidation:rule="!has(self.steps) || self.steps.all(a, self.steps.exists_one(b, b.rampPercentage == a.rampPercentage))",message="rollout.steps[].rampPercentage must be strictly increasing (no repeated values)"
+// +kubebuilder:validation:XValidation:rule="self.strategy != 'Progressive' || (has(self.steps) && size(self.steps) > 0)",message="rollout.steps is required when rollout.strategy is Progressive",fieldPath=".steps"
+// +kubebuilder:validation:XValidation:rule="!has(self.steps) || self.steps.map(s, s.rampPercentage).isSorted()",message="rollout.steps[].rampPercentage must be strictly increasing",fieldPath=".steps"
+// +kubebuilder:validation:XValidation:rule="!has(self.steps) || self.steps.all(a, self.steps.exists_one(b, b.rampPercentage == a.rampPercentage))",message="rollout.steps[].rampPercentage must be strictly increasing (no repeated values)",fieldPath=".steps"
 type RolloutSpec struct {
 	// Strategy is Manual, AllAtOnce or Progressive.
 	// +kubebuilder:default=AllAtOnce
@@ -181,7 +181,7 @@ type RolloutStep struct {
 }
 
 // GateWorkflow is a workflow that must succeed before a version gets traffic.
-// +kubebuilder:validation:XValidation:rule="!(has(self.input) && has(self.inputFrom))",message="rollout.gate.input and rollout.gate.inputFrom are mutually exclusive"
+// +kubebuilder:validation:XValidation:rule="!(has(self.input) && has(self.inputFrom))",message="rollout.gate.input and rollout.gate.inputFrom are mutually exclusive",fieldPath=".inputFrom"
 type GateWorkflow struct {
 	// WorkflowType the target version's workers register.
 	// +kubebuilder:validation:MinLength=1
@@ -246,7 +246,7 @@ type ContinueAsNewSignal struct {
 
 // SunsetSpec says how long drained versions are kept, and what is done
 // about workflows that keep a version draining.
-// +kubebuilder:validation:XValidation:rule="!has(self.drainAction) || has(self.maxDrainDuration)",message="spec.sunset.drainAction needs spec.sunset.maxDrainDuration"
+// +kubebuilder:validation:XValidation:rule="!has(self.drainAction) || has(self.maxDrainDuration)",message="spec.sunset.drainAction needs spec.sunset.maxDrainDuration",fieldPath=".drainAction"
 type SunsetSpec struct {
 	// ScaledownDelay is how long a version is kept running after Temporal
 	// reports it drained, for queries on closed workflows.
@@ -486,7 +486,7 @@ type TemporalWorkerDeploymentStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=twd
-// +kubebuilder:validation:XValidation:rule="!self.metadata.name.contains('.') || (has(self.spec.workerOptions.deploymentName) && size(self.spec.workerOptions.deploymentName) > 0)",message="Temporal forbids '.' in worker deployment names: rename the TemporalWorkerDeployment or set spec.workerOptions.deploymentName"
+// +kubebuilder:validation:XValidation:rule="!self.metadata.name.contains('.') || (has(self.spec.workerOptions.deploymentName) && size(self.spec.workerOptions.deploymentName) > 0)",message="Temporal forbids '.' in worker deployment names: rename the TemporalWorkerDeployment or set spec.workerOptions.deploymentName",fieldPath=".spec.workerOptions.deploymentName"
 // +kubebuilder:printcolumn:name="Current",type=string,JSONPath=`.status.currentVersion.buildID`
 // +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.status.targetVersion.buildID`
 // +kubebuilder:printcolumn:name="Ramp",type=number,JSONPath=`.status.targetVersion.rampPercentage`

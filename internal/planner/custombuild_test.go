@@ -13,7 +13,7 @@ import (
 // template as GeneratedBuildID; a generated build ID changes with the
 // template, so drift only happens when the user keeps a custom one. An
 // invalid custom build ID never reaches the planner: the CRD rejects it
-// (TestAdmissionRejectsInvalidSpecs).
+// (TestAdmissionTable).
 func TestCustomBuildID(t *testing.T) {
 	// v2 is the target and current, its Deployment runs template "h1".
 	currentV2 := func(in *Input) {

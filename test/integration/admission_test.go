@@ -37,35 +37,11 @@ func ownedResource(ns, name, object string) *v1alpha1.TemporalWorkerOwnedResourc
 	}
 }
 
-// TestAdmissionWebhookRules sends each rule's bad TemporalWorkerOwnedResource
-// through the real API server: each is refused as Invalid with the field
-// in the message. The good HPA and PDB are admitted.
-func TestAdmissionWebhookRules(t *testing.T) {
+// TestAdmissionWebhookAdmitsGoodObjects: the good HPA and PDB pass the
+// webhook. The bad ones are rows of TestAdmissionTable.
+func TestAdmissionWebhookAdmitsGoodObjects(t *testing.T) {
 	tt := env.NewTest(t)
 	ctx := context.Background()
-	cases := []struct{ name, object, want string }{
-		{"no apiVersion", `{"kind":"HorizontalPodAutoscaler"}`, "spec.object.apiVersion: Required value"},
-		{"no kind", `{"apiVersion":"autoscaling/v2"}`, "spec.object.kind: Required value"},
-		{"metadata.name", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"mine"}}`, "spec.object.metadata.name: Forbidden"},
-		{"metadata.namespace", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"other"}}`, "spec.object.metadata.namespace: Forbidden"},
-		{"banned kind", `{"apiVersion":"apps/v1","kind":"Deployment"}`, "spec.object.kind: Forbidden: Deployment objects cannot be attached"},
-		{"banned kind in another group", `{"apiVersion":"batch/v1","kind":"CronJob"}`, "spec.object.kind: Forbidden"},
-		{"unknown kind", `{"apiVersion":"example.com/v1","kind":"Gadget"}`, `spec.object.kind: Invalid value: "Gadget": unknown kind`},
-		{"unknown version", `{"apiVersion":"autoscaling/v9","kind":"HorizontalPodAutoscaler"}`, "spec.object.kind: Invalid value"},
-		{"cluster-scoped kind", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole"}`, `spec.object.kind: Invalid value: "ClusterRole": cluster-scoped kind`},
-		{"minReplicas 0", `{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"scaleTargetRef":null,"minReplicas":0,"maxReplicas":3}}`,
-			"spec.object.spec.minReplicas: Invalid value: 0"},
-		{"scaleTargetRef set", `{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"scaleTargetRef":{"kind":"Deployment","name":"x"},"maxReplicas":3}}`,
-			"spec.object.spec.scaleTargetRef: Forbidden: must be null or absent"},
-		{"matchLabels set", `{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","spec":{"selector":{"matchLabels":{"app":"x"}}}}`,
-			"spec.object.spec.selector.matchLabels: Forbidden: must be null or absent"},
-	}
-	for i, c := range cases {
-		err := env.Kube.Create(ctx, ownedResource(tt.Namespace, fmt.Sprintf("bad-%d", i), c.object))
-		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "denied the request") {
-			t.Errorf("%s: got %v, want the webhook's Invalid with %q", c.name, err, c.want)
-		}
-	}
 	for name, object := range map[string]string{"hpa": admissionHPA, "pdb": admissionPDB} {
 		if err := env.Kube.Create(ctx, ownedResource(tt.Namespace, name, object)); err != nil {
 			t.Errorf("the good %s was refused: %v", name, err)
