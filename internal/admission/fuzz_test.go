@@ -127,8 +127,11 @@ func FuzzHandle(f *testing.F) {
 		f.Fatal(err)
 	}
 	ops := []admissionv1.Operation{admissionv1.Create, admissionv1.Update, admissionv1.Delete, admissionv1.Connect}
+	// One validator for all executions (its decoder is costly to build);
+	// a fresh reviewer each time, so that recorded reviews do not pile up.
+	v := NewValidator(scheme, testMapper(), nil, StaticIdentity(ServiceAccountIdentity("rainbow-system", "rainbow-manager")), DefaultBannedKinds)
 	f.Fuzz(func(t *testing.T, op uint8, object, oldObject []byte) {
-		v := NewValidator(scheme, testMapper(), allowAll(), StaticIdentity(ServiceAccountIdentity("rainbow-system", "rainbow-manager")), DefaultBannedKinds)
+		v.Access = allowAll()
 		req := cradmission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 			Operation: ops[int(op)%len(ops)], Name: "r", Namespace: "ns",
 			Object: runtime.RawExtension{Raw: object}, OldObject: runtime.RawExtension{Raw: oldObject},
