@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -266,3 +267,41 @@ type noEvents struct{}
 
 func (noEvents) GetEventRecorderFor(string) record.EventRecorder { return nil }
 func (noEvents) GetEventRecorder(string) events.EventRecorder    { return nil }
+
+// transport drops the Event writes of a replica whose fence is closed. The
+// Event broadcaster sends asynchronously and retries, so an Event recorded
+// while leading may otherwise leave after the Lease was lost (the chaos
+// failover test saw one 31s after). Other requests pass: the webhook's
+// certificate rotation and reviews run on every replica.
+func (f *leaseFence) transport(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		if req.Method != http.MethodGet && isEventPath(req.URL.Path) {
+			if err := f.check(); err != nil {
+				return nil, err
+			}
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// isEventPath reports whether path is of core or events.k8s.io Events:
+// /api/v1/[namespaces/NS/]events[/NAME] or /apis/events.k8s.io/V/[...].
+func isEventPath(path string) bool {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(parts) >= 2 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 3 && parts[0] == "apis" && parts[1] == "events.k8s.io":
+		parts = parts[3:]
+	default:
+		return false
+	}
+	if len(parts) >= 2 && parts[0] == "namespaces" {
+		parts = parts[2:]
+	}
+	return len(parts) >= 1 && len(parts) <= 2 && parts[0] == "events"
+}

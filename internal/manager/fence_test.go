@@ -3,6 +3,8 @@ package manager
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -133,5 +135,47 @@ func TestLeaseFenceGuardsWritesOnly(t *testing.T) {
 		if status.Code(err) != codes.FailedPrecondition || called[svc+m] {
 			t.Errorf("write %s after the renew deadline: %v, sent %v; want it refused unsent", m, err, called[svc+m])
 		}
+	}
+}
+
+// Events leave asynchronously: one recorded while leading must not be sent
+// once the fence closed.
+func TestLeaseFenceHoldsEventWrites(t *testing.T) {
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Method+" "+r.URL.Path)
+	}))
+	defer srv.Close()
+	now := time.Unix(1000, 0)
+	f := newLeaseFence(renewDeadline, logr.Discard())
+	f.now = func() time.Time { return now }
+	f.renewed(now.Add(-renewDeadline), "me", "me") // closed
+	rt := f.transport(http.DefaultTransport)
+	send := func(method, path string) error {
+		req, _ := http.NewRequest(method, srv.URL+path, nil)
+		resp, err := rt.RoundTrip(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	for _, p := range []string{"/api/v1/namespaces/ns/events", "/api/v1/namespaces/ns/events/e1", "/apis/events.k8s.io/v1/namespaces/ns/events"} {
+		for _, m := range []string{http.MethodPost, http.MethodPatch, http.MethodPut} {
+			if err := send(m, p); err == nil {
+				t.Errorf("%s %s passed a closed fence", m, p)
+			}
+		}
+	}
+	for _, p := range []string{"/api/v1/namespaces/ns/secrets", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/x",
+		"/apis/temporal.io/v1alpha1/namespaces/events/temporalworkerdeployments/events"} {
+		if err := send(http.MethodPut, p); err != nil {
+			t.Errorf("PUT %s was held: %v", p, err)
+		}
+	}
+	if err := send(http.MethodGet, "/api/v1/namespaces/ns/events"); err != nil {
+		t.Errorf("a read of Events was held: %v", err)
+	}
+	if len(got) != 4 {
+		t.Errorf("the server got %v, want the 3 other writes and the read", got)
 	}
 }

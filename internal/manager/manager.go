@@ -155,6 +155,8 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 			return nil, fmt.Errorf("leader election lock: %w", err)
 		}
 		lock = fence.lock(inner)
+		cfg = rest.CopyConfig(cfg)
+		cfg.Wrap(fence.transport)
 	}
 	mgr, err := ctrlmanager.New(cfg, ctrlmanager.Options{
 		Scheme:                              scheme,

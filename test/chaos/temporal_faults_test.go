@@ -142,7 +142,8 @@ func TestTemporalOutage(t *testing.T) {
 	for i := 0; i < rounds; i++ {
 		w := f.midRamp(fmt.Sprintf("v%d", 3+i), "temporal-outage", faultproxy.TemporalFault{Down: true}, s.Length(20*time.Second, 5*time.Minute),
 			"Ready and Progressing say Temporal cannot be read", func(ready, prog metav1.Condition, _ time.Time) bool {
-				return outageReason(prog.Reason) && prog.Status == metav1.ConditionFalse && ready.Status != metav1.ConditionTrue && strings.Contains(prog.Message, "Temporal")
+				return outageReason(prog.Reason) && prog.Status == metav1.ConditionFalse && ready.Status != metav1.ConditionTrue &&
+					strings.Contains(prog.Message, "TemporalConnection") // names what to check
 			})
 		last = w.build
 		back := w.back

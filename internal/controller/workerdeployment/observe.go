@@ -154,8 +154,9 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 		o.input.Temporal = nil
 		o.input.TemporalError = &planner.Problem{
 			Reason: v1alpha1.ReasonTemporalStateFetchFailed,
-			Message: fmt.Sprintf("could not read worker deployment %s from Temporal at %s: %v; the controller keeps every version running and retries",
-				o.deploymentName, conn.Params.HostPort, err),
+			Message: fmt.Sprintf("could not read worker deployment %s from Temporal at %s: %v; the controller keeps every version running and retries; "+
+				"if this lasts, check that Temporal answers at %s (spec.hostPort of TemporalConnection %s)",
+				o.deploymentName, conn.Params.HostPort, err, conn.Params.HostPort, conn.Object.Name),
 		}
 		return o, nil
 	}
