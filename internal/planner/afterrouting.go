@@ -53,3 +53,10 @@ func AfterRouting(s *TemporalState, r Routing, identity string, at time.Time) *T
 	}
 	return &c
 }
+
+// AfterDeletions is s once Temporal deleted the versions builds.
+func AfterDeletions(s *TemporalState, builds []string) *TemporalState {
+	c := *s
+	c.Versions = slices.DeleteFunc(slices.Clone(s.Versions), func(v TemporalVersion) bool { return slices.Contains(builds, v.BuildID) })
+	return &c
+}

@@ -65,3 +65,18 @@ func TestAfterRouting(t *testing.T) {
 		})
 	}
 }
+
+func TestAfterDeletions(t *testing.T) {
+	in := base()
+	setVersion(&in, version("v0", drained))
+	after := AfterDeletions(in.Temporal, []string{"v0"})
+	if _, ok := versionIn(after, "v0"); ok {
+		t.Errorf("v0 still listed after its deletion")
+	}
+	if _, ok := versionIn(in.Temporal, "v0"); !ok {
+		t.Errorf("AfterDeletions changed its input")
+	}
+	if len(after.Versions) != len(in.Temporal.Versions)-1 {
+		t.Errorf("versions %v, want all but v0 of %v", after.Versions, in.Temporal.Versions)
+	}
+}

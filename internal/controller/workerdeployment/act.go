@@ -47,6 +47,8 @@ type outcome struct {
 	revived []planner.Scale
 	// routed is the plan's routing write, once Temporal accepted it.
 	routed *planner.Routing
+	// deleted are the versions Temporal deleted.
+	deleted []string
 }
 
 func (o *outcome) fail(err error) { o.failed = append(o.failed, err) }
@@ -278,6 +280,9 @@ func (r *Reconciler) actTemporal(ctx context.Context, o *observation, res planne
 			continue
 		}
 		temporalErr(out, err)
+		if err == nil {
+			out.deleted = append(out.deleted, b)
+		}
 	}
 	if res.DeleteWorkerDeployment {
 		if err := o.api.DeleteDeployment(ctx, o.deploymentName); err != nil && !errors.Is(err, temporal.ErrNotFound) {

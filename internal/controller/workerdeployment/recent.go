@@ -61,11 +61,14 @@ func (c *recentCache) remember(o *observation, res planner.Result, out outcome, 
 	if !o.describedAt.IsZero() {
 		describedAt = o.describedAt
 	}
-	if o.reused || o.api == nil || o.input.Temporal == nil || o.input.Deletion != nil || o.retryBusy > 0 ||
+	if o.api == nil || o.input.Temporal == nil || o.input.Deletion != nil || o.retryBusy > 0 ||
 		len(out.failed) > 0 || out.retrySoon || len(o.drainErrs) > 0 || writesTemporal(res) || res.WaitsFor != "" ||
 		o.twd.Spec.Rollout.Gate != nil {
 		c.forget(key)
 		return
+	}
+	if o.reused {
+		return // the remembered state stands until its time
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

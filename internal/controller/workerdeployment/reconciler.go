@@ -222,16 +222,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	r.watchRouting(o, res)
 
-	// Status shows an accepted routing change at once, rather than after
-	// the next pass reads it back; the next look is when the new state
-	// needs one (a plan that routes again: at once).
+	// Status shows an accepted routing change or version deletion at
+	// once, rather than after the next pass reads it back; the next look
+	// is when the new state needs one (a plan that routes again: at once).
 	shown, requeue := res, res.RequeueAfter
-	if out.routed != nil && len(out.failed) == 0 {
+	if (out.routed != nil || len(out.deleted) > 0) && len(out.failed) == 0 && !deleting {
 		in := o.input
-		in.Temporal = planner.AfterRouting(o.input.Temporal, *out.routed, r.Pool.Identity(), now)
-		if res.BecomeManager {
-			in.Temporal.ManagerIdentity = r.Pool.Identity() // taken before the write
+		if out.routed != nil {
+			in.Temporal = planner.AfterRouting(o.input.Temporal, *out.routed, r.Pool.Identity(), now)
+			if res.BecomeManager {
+				in.Temporal.ManagerIdentity = r.Pool.Identity() // taken before the write
+			}
 		}
+		in.Temporal = planner.AfterDeletions(in.Temporal, out.deleted)
 		shown = planner.Plan(in)
 		shown.Events = res.Events
 		requeue = shown.RequeueAfter
