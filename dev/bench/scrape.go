@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"math"
@@ -23,8 +24,24 @@ type series struct {
 // scrape is a whole exposition.
 type scrape []series
 
+// fetchMetrics reads a whole exposition before parsing it, so that a
+// read cut short is an error and not a truncated line, and tries three
+// times: the dev server's exposition grows with every task queue and is
+// slow to serve on a busy machine.
 func fetchMetrics(url string) (scrape, error) {
-	client := http.Client{Timeout: 10 * time.Second}
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		var sc scrape
+		if sc, err = fetchOnce(url); err == nil {
+			return sc, nil
+		}
+		time.Sleep(time.Second)
+	}
+	return nil, err
+}
+
+func fetchOnce(url string) (scrape, error) {
+	client := http.Client{Timeout: 60 * time.Second}
 	resp, err := client.Get(url)
 	if err != nil {
 		return nil, err
@@ -33,7 +50,11 @@ func fetchMetrics(url string) (scrape, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	return parseExposition(resp.Body)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", url, err)
+	}
+	return parseExposition(bytes.NewReader(body))
 }
 
 // parseExposition reads the text format: `name{k="v",...} value [ts]`.
