@@ -277,16 +277,18 @@ func (f *temporalFaults) midRamp(tag, kind string, fault faultproxy.TemporalFaul
 }
 
 // noChurn fails the test if a rollout under faults wrote some Deployment
-// more often than the rollout without faults wrote any.
+// more often than its life needs (created, its template hash recorded,
+// scaled to zero, deleted: at most three of these fall in one rollout) or
+// than the rollout without faults wrote any.
 func (f *temporalFaults) noChurn(writes map[string]int) {
 	f.s.Helper()
-	most := 0
+	limit := 3
 	for _, n := range f.baseline {
-		most = max(most, n)
+		limit = max(limit, n)
 	}
 	for name, n := range writes {
-		if n > most+1 {
-			f.s.Violation("Deployment %s was written %d times in one rollout under faults; at most %d without", name, n, most)
+		if n > limit {
+			f.s.Violation("Deployment %s was written %d times in one rollout under faults; at most %d expected", name, n, limit)
 		}
 	}
 }
