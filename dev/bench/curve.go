@@ -36,21 +36,22 @@ func printCurve(w io.Writer, scales []Scale) {
 	fmt.Fprintln(w, "How cost grows with the fleet (each step adds TWDs, then changes every image at once, retires the old versions, and idles):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "N\troll out all\teach, median / p95\tspec->Deployment\tDeployment->available\tavailable->Ready\tretired after\t"+
-		"ctrl CPU busy / idle\tctrl RSS idle\treads/min busy / idle\tdevenv CPU busy\tworkers' PSS busy\t")
+		"ctrl CPU busy / idle\tctrl RSS / heap idle\treads/min busy / idle\tdevenv CPU busy\tworkers' PSS busy\t")
 	for _, s := range scales {
 		st := s.RolloutStages
-		fmt.Fprintf(tw, "%d\t%s\t%s / %s\t%s\t%s\t%s\t%s\t%.2f / %.2f s/min\t%.0f MiB\t%.0f / %.1f\t%.1f s/min\t%.0f MiB\t\n",
+		fmt.Fprintf(tw, "%d\t%s\t%s / %s\t%s\t%s\t%s\t%s\t%.2f / %.2f s/min\t%.0f / %.1f MiB\t%.0f / %.1f\t%.1f s/min\t%.0f MiB\t\n",
 			s.N, secs(s.RolloutSeconds), secs(s.RolloutEndToEnd.Median), secs(s.RolloutEndToEnd.P95),
 			secs(st[stageCreated].Median), secs(st[stageAvailable].Median), secs(st[stageReady].Median), secs(s.RetireSeconds),
-			s.Rollout.CPUSecondsPerMin, s.Idle.CPUSecondsPerMin, s.Idle.RSSMiB,
+			s.Rollout.CPUSecondsPerMin, s.Idle.CPUSecondsPerMin, s.Idle.RSSMiB, s.Idle.HeapMiB,
 			readsPerMin(s.Rollout), readsPerMin(s.Idle), s.Rollout.CPUByProcess["devenv"], s.Rollout.PSSByProcess["demo-worker"])
 	}
 	tw.Flush()
 	if n := len(scales); n > 1 {
 		a, b := scales[0], scales[n-1]
 		per := (b.Idle.RSSMiB - a.Idle.RSSMiB) / float64(b.N-a.N)
-		fmt.Fprintf(w, "controller RSS grows by %.3f MiB per TWD (idle, N=%d to N=%d): %.0f MiB at 5,000 if it stays linear\n",
-			per, a.N, b.N, b.Idle.RSSMiB+per*float64(5000-b.N))
+		heap := (b.Idle.HeapMiB - a.Idle.HeapMiB) / float64(b.N-a.N)
+		fmt.Fprintf(w, "controller RSS grows by %.3f MiB per TWD, its heap by %.3f MiB (idle, N=%d to N=%d): %.0f MiB RSS at 5,000 if it stays linear\n",
+			per, heap, a.N, b.N, b.Idle.RSSMiB+per*float64(5000-b.N))
 	}
 	if n := len(scales); n > 0 {
 		s := scales[n-1]
