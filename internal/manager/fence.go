@@ -109,6 +109,22 @@ func (l *fencedLock) Create(ctx context.Context, ler resourcelock.LeaderElection
 
 func (l *fencedLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
 	start := l.f.now()
+	if ler.HolderIdentity == "" {
+		// A release. client-go's release() reads the Lease (which
+		// refreshes the resource version this write is checked against)
+		// but decides from the record it saw last: an old leader resumed
+		// after another took over would clear the new holder's Lease and
+		// let a third replica in while the second still leads (seen by
+		// the chaos failover test). Release only a Lease we hold.
+		cur, _, err := l.Interface.Get(ctx)
+		if err != nil {
+			return err
+		}
+		if cur.HolderIdentity != l.Identity() {
+			l.f.renewed(start, "", l.Identity())
+			return fmt.Errorf("not releasing the Lease: %q holds it now", cur.HolderIdentity)
+		}
+	}
 	err := l.Interface.Update(ctx, ler)
 	if err == nil {
 		l.f.renewed(start, ler.HolderIdentity, l.Identity())

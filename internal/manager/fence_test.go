@@ -19,10 +19,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
-// stubLock is a Lease lock whose writes fail when err is set.
+// stubLock is a Lease lock whose writes fail when err is set; holder is
+// whom Get reports, updates counts the writes that reached it.
 type stubLock struct {
 	resourcelock.Interface
-	err error
+	err     error
+	holder  string
+	updates int
+}
+
+func (l *stubLock) Get(context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	return &resourcelock.LeaderElectionRecord{HolderIdentity: l.holder}, nil, nil
 }
 
 func (l *stubLock) Identity() string { return "me" }
@@ -30,6 +37,7 @@ func (l *stubLock) Create(context.Context, resourcelock.LeaderElectionRecord) er
 	return l.err
 }
 func (l *stubLock) Update(context.Context, resourcelock.LeaderElectionRecord) error {
+	l.updates++
 	return l.err
 }
 
@@ -78,9 +86,27 @@ func TestLeaseFence(t *testing.T) {
 		t.Fatal("a renewal did not open the fence")
 	}
 	// Releasing the Lease (an empty holder) closes it at once.
+	inner.holder = "me"
 	_ = lock.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: ""})
 	if f.check() == nil {
 		t.Fatal("the fence stayed open after the Lease was released")
+	}
+}
+
+// client-go's release() decides from the record it saw last, so an old
+// leader resumed after another took over would clear the new holder's
+// Lease: the chaos failover test saw a third process take it while the
+// second still led. Only a Lease this replica holds is released.
+func TestLeaseFenceReleasesOnlyItsOwnLease(t *testing.T) {
+	f := newLeaseFence(renewDeadline, logr.Discard())
+	inner := &stubLock{holder: "other"}
+	lock := f.lock(inner)
+	if err := lock.Update(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: ""}); err == nil || inner.updates != 0 {
+		t.Fatalf("released a Lease another replica holds: err %v, %d writes", err, inner.updates)
+	}
+	inner.holder = "me"
+	if err := lock.Update(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: ""}); err != nil || inner.updates != 1 {
+		t.Fatalf("did not release its own Lease: err %v, %d writes", err, inner.updates)
 	}
 }
 

@@ -49,6 +49,10 @@ func TestLeaderFailover(t *testing.T) {
 		tag := fmt.Sprintf("v%d", i+2)
 		build = tw.SetImage(tag)
 		time.Sleep(s.Between(0, 10*time.Second))
+		if !isLeader(leader) {
+			s.Violation("%s no longer leads, though nothing was done to it since it took over", leader.Name)
+			leader = waitLeader(s, replicas, nil)
+		}
 		standby := other(replicas, leader)
 		f := s.Fault("leader-freeze")
 		frozenAt := time.Now()
@@ -72,6 +76,9 @@ func TestLeaderFailover(t *testing.T) {
 			return leader.Exited(), "still running"
 		})
 		checkNoWritesAfter(s, leader, users[leader], lostAt)
+		if !isLeader(standby) {
+			s.Violation("%s lost the lead when the old leader %s resumed", standby.Name, leader.Name)
+		}
 		leader.Restart() // it comes back as the standby
 		leader = standby
 	}
