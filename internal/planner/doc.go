@@ -21,7 +21,9 @@
 //     deployment (checked before the workers, which then need no look);
 //     we claim the manager identity before our first write.
 //   - A target that lost its traffic recently, by someone else's routing
-//     change, is left as they set it (RoutingChangedExternally). If we made
+//     change, is left as they set it (RoutingChangedExternally); one that
+//     Temporal never routed lost nothing, even while Temporal reports it
+//     draining for a workflow pinned to it by an override (its gate). If we made
 //     that change and the target was current before, it becomes current at
 //     once, skipping gate and steps (rollback).
 //   - A target whose rollout a person aborted (the annotation

@@ -584,6 +584,33 @@ func TestRollback(t *testing.T) {
 			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonRoutingChangedExternally, Progressing: condFalse, Requeue: 30 * time.Second,
 				Events: []string{v1alpha1.ReasonRoutingChangedExternally}, Message: `made by "alice"`},
 		},
+		// Found by the soak: Temporal reports a version draining, then
+		// drained, once the gate pinned to it by an override has run.
+		"someone else's last change, a target Temporal never routed but reports draining (its gate ran): a normal rollout": {
+			in: with(base(), back, func(in *Input) {
+				in.Temporal.ManagerIdentity = ""
+				in.Temporal.LastModifierIdentity = "alice"
+				in.Temporal.ReportsActivation = true
+				tv := version("v1", draining)
+				tv.LastCurrentAt, tv.FirstActivatedAt = nil, nil
+				setVersion(in, tv)
+				in.Gate = &GateRun{BuildID: "v1", Phase: GateSucceeded}
+			}),
+			want: expect{BecomeManager: true, Routing: &Routing{Op: SetRamp, BuildID: "v1", RampPercentage: 10}, Ready: condFalse, Reason: v1alpha1.ReasonRamping,
+				Progressing: condTrue, Requeue: time.Second, Events: []string{EventBecomeManager, EventRamp}},
+		},
+		"someone else took the traffic of a target Temporal had routed: not undone": {
+			in: with(base(), back, func(in *Input) {
+				in.Temporal.ManagerIdentity = ""
+				in.Temporal.LastModifierIdentity = "alice"
+				in.Temporal.ReportsActivation = true
+				tv := version("v1", draining)
+				tv.FirstActivatedAt = at(-time.Hour)
+				setVersion(in, tv)
+			}),
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonRoutingChangedExternally, Progressing: condFalse, Requeue: 30 * time.Second,
+				Events: []string{v1alpha1.ReasonRoutingChangedExternally}, Message: `made by "alice"`},
+		},
 		"someone else's change, but the target drained long ago: a normal rollout": {
 			in: with(base(), back, func(in *Input) {
 				in.Spec.Strategy = v1alpha1.StrategyAllAtOnce

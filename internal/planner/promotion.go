@@ -84,6 +84,12 @@ func invalidRollout(s Spec) string {
 // recentlyActive: the version had traffic and may still be warm: it is
 // draining, or drained within spec.sunset.scaledownDelay and still running.
 func recentlyActive(v *view, build string) bool {
+	if v.temporal().ReportsActivation && v.tvs[build].FirstActivatedAt == nil {
+		// Never routed: Temporal reports a version draining, then drained,
+		// for workflows pinned to it by an override too, such as its gate
+		// (found by the soak). It lost no traffic.
+		return false
+	}
 	switch v.status(build) {
 	case v1alpha1.VersionDraining:
 		return true

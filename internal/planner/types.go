@@ -198,6 +198,10 @@ type TemporalState struct {
 	RampChangedAt time.Time
 	// UnversionedPollers: unversioned workers still poll the task queues.
 	UnversionedPollers bool
+	// ReportsActivation: the server reports when it first routed each
+	// version (TemporalVersion.FirstActivatedAt), so a version without that
+	// time was never current or ramping.
+	ReportsActivation bool
 	// Versions are the registered versions, one per build ID.
 	Versions []TemporalVersion
 }
@@ -214,6 +218,9 @@ type TemporalVersion struct {
 	RampingSince *time.Time
 	// LastCurrentAt is when it last became current; nil if it never was.
 	LastCurrentAt *time.Time
+	// FirstActivatedAt is when it first became current or ramping; nil if
+	// it never did, or the server does not say (ReportsActivation).
+	FirstActivatedAt *time.Time
 	// DrainingSince is when it last stopped being current or ramping;
 	// nil while it is, or if Temporal does not say.
 	DrainingSince *time.Time

@@ -92,6 +92,12 @@ func stateFromInfo(info *deploymentpb.WorkerDeploymentInfo) *planner.TemporalSta
 			CurrentSince:  timePtr(vs.GetCurrentSinceTime()),
 			RampingSince:  timePtr(vs.GetRampingSinceTime()),
 			LastCurrentAt: timePtr(vs.GetLastCurrentTime()),
+			// The current version always has one on a server that reports
+			// them; without, a version's activation is unknown.
+			FirstActivatedAt: timePtr(vs.GetFirstActivationTime()),
+		}
+		if v.FirstActivatedAt != nil {
+			s.ReportsActivation = true
 		}
 		if d := vs.GetDrainageInfo(); d.GetStatus() == enumspb.VERSION_DRAINAGE_STATUS_DRAINED {
 			v.DrainedSince = timePtr(d.GetLastChangedTime())

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/internal/planner"
@@ -252,5 +253,31 @@ func TestPollersOf(t *testing.T) {
 		if !slices.Equal(got, tc.want) || unv != tc.wantUnversioned {
 			t.Errorf("%s: pollersOf = %v, %t; want %v, %t", name, got, unv, tc.want, tc.wantUnversioned)
 		}
+	}
+}
+
+// TestStateFromInfoActivation: a version's first activation time is kept,
+// and a server that reports it for one version is taken to report it for
+// all, so a version without one was never routed.
+func TestStateFromInfoActivation(t *testing.T) {
+	ts := timestamppb.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	summary := func(build string, status enumspb.WorkerDeploymentVersionStatus, activated *timestamppb.Timestamp) *deploymentpb.WorkerDeploymentInfo_WorkerDeploymentVersionSummary {
+		return &deploymentpb.WorkerDeploymentInfo_WorkerDeploymentVersionSummary{
+			DeploymentVersion:   &deploymentpb.WorkerDeploymentVersion{DeploymentName: "d", BuildId: build},
+			Status:              status,
+			FirstActivationTime: activated,
+		}
+	}
+	s := stateFromInfo(&deploymentpb.WorkerDeploymentInfo{VersionSummaries: []*deploymentpb.WorkerDeploymentInfo_WorkerDeploymentVersionSummary{
+		summary("v1", enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_CURRENT, ts),
+		summary("v2", enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_DRAINED, nil),
+	}})
+	if !s.ReportsActivation || s.Versions[0].FirstActivatedAt == nil || !s.Versions[0].FirstActivatedAt.Equal(ts.AsTime()) || s.Versions[1].FirstActivatedAt != nil {
+		t.Fatalf("activation not kept: %+v", s)
+	}
+	if s := stateFromInfo(&deploymentpb.WorkerDeploymentInfo{VersionSummaries: []*deploymentpb.WorkerDeploymentInfo_WorkerDeploymentVersionSummary{
+		summary("v1", enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_CURRENT, nil),
+	}}); s.ReportsActivation {
+		t.Fatalf("a server that reports no activation time was taken to report them: %+v", s)
 	}
 }
