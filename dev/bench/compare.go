@@ -78,7 +78,7 @@ func figures(res Result) map[string]figure {
 		add(p+"controller CPU, rolling out", "CPU s/min", s.Rollout.CPUSecondsPerMin, rolled)
 		add(p+"Temporal reads per TWD per minute, rolling out", "/min", s.Rollout.ReadsPerTWDMin, rolled)
 		add(p+"controller RSS, idle", "MiB", s.Idle.RSSMiB, s.Idle.Seconds > 0)
-		add(p+"controller heap in use, idle", "MiB", s.Idle.HeapMiB, s.Idle.HeapMiB > 0)
+		add(p+"controller live heap, idle", "MiB", s.Idle.HeapMiB, s.Idle.HeapMiB > 0)
 		add(p+"controller CPU, idle", "CPU s/min", s.Idle.CPUSecondsPerMin, s.Idle.Seconds > 0)
 		add(p+"Temporal reads per idle TWD per minute", "/min", s.Idle.ReadsPerTWDMin, s.Idle.Seconds > 0)
 	}

@@ -134,10 +134,11 @@ type Window struct {
 	// MachineBusy is the share of all CPUs busy, whoever used them.
 	MachineBusy float64 `json:"machineBusy"`
 	RSSMiB      float64 `json:"rssMiB"`
-	// HeapMiB is the controller's Go heap in use at the window's end
-	// (go_memstats_heap_inuse_bytes): the caches and what is not yet
-	// collected, without the program text and runtime that RSS also holds.
-	HeapMiB            float64            `json:"heapInuseMiB"`
+	// HeapMiB is the controller's live Go heap as of its last garbage
+	// collection before the window's end (go_gc_heap_live_bytes): the
+	// caches and other live data, without garbage, program text and
+	// runtime, which RSS also holds.
+	HeapMiB            float64            `json:"heapLiveMiB"`
 	PeakRSSMiB         float64            `json:"peakRSSMiB"`
 	KubeRequestsPerMin float64            `json:"kubeRequestsPerMinute"`
 	KubeRequestsByVerb map[string]float64 `json:"kubeRequestsByVerb"`
@@ -186,7 +187,7 @@ func window(name string, a, b snapshot, twds int) Window {
 		w.CPUSecondsPerMin = (b.proc.CPUSeconds - a.proc.CPUSeconds) / minutes
 	}
 	w.RSSMiB, w.PeakRSSMiB = b.proc.RSSMiB, b.proc.PeakRSSMiB
-	w.HeapMiB = b.manager.sum("go_memstats_heap_inuse_bytes", nil) / (1 << 20)
+	w.HeapMiB = b.manager.sum("go_gc_heap_live_bytes", nil) / (1 << 20)
 	w.CPUByProcess = map[string]float64{}
 	if minutes > 0 {
 		for name, sec := range cpuByName(a.cpu, b.cpu) {

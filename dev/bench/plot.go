@@ -62,7 +62,7 @@ func plotScale(path string, scales []Scale, caption string) error {
 		{"controller memory, MiB", []plotSeries{
 			{"idle", plotBlue, col(func(s Scale) float64 { return s.Idle.RSSMiB })},
 			{"peak so far", plotOrange, col(func(s Scale) float64 { return s.Idle.PeakRSSMiB })},
-			{"Go heap in use, idle", plotGreen, col(func(s Scale) float64 { return s.Idle.HeapMiB })},
+			{"live Go heap, idle", plotGreen, col(func(s Scale) float64 { return s.Idle.HeapMiB })},
 		}},
 		{"CPU seconds per minute", []plotSeries{
 			{"controller, rolling out", plotBlue, col(rolled(func(s Scale) float64 { return s.Rollout.CPUSecondsPerMin }))},
