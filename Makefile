@@ -36,12 +36,12 @@ test: kube-bins bins $(HELM) $(HELM4) vet verify-generated ## Run every test: un
 
 # The full soak: SOAK_DURATION of rollouts, controller restarts and live
 # workflows, then the checks; a two-minute smoke of it runs in `make test`.
-SOAK_DURATION ?= 25m
+SOAK_DURATION ?= 20m
 SOAK_SEED ?= 0
 SOAK_TIMEOUT ?= 2h
 
 .PHONY: soak
-soak: kube-bins bins ## Soak the controller under live workflows for SOAK_DURATION (25m) and check nothing was lost (SOAK_SEED reproduces a run; docs/reliability.md#soak)
+soak: kube-bins bins ## Soak the controller under live workflows for SOAK_DURATION (20m) and check nothing was lost (SOAK_SEED reproduces a run; docs/reliability.md#soak)
 	go test ./test/soak -run 'TestSoak$$' -v -count=1 -timeout $(SOAK_TIMEOUT) -soak.duration=$(SOAK_DURATION) -soak.seed=$(SOAK_SEED)
 
 # The full chaos run: at least 50 controller kills, leader failovers and the
