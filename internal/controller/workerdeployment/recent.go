@@ -77,7 +77,8 @@ func (c *recentCache) remember(o *observation, res planner.Result, out outcome, 
 	}
 	c.twds[key] = recentEntry{
 		uid: o.twd.UID, generation: o.twd.Generation, abort: o.twd.Annotations[v1alpha1.AnnotationAbortRollout],
-		connKey: o.connKey, state: copyState(o.input.Temporal), token: o.token, until: now.Add(requeue),
+		// A little before the plan's own look, so that it always describes.
+		connKey: o.connKey, state: copyState(o.input.Temporal), token: o.token, until: now.Add(requeue - minRequeue),
 		describedAt: describedAt, targetAvailable: targetAvailable(o),
 	}
 }
