@@ -46,7 +46,9 @@ func printCurve(w io.Writer, scales []Scale) {
 			readsPerMin(s.Rollout), readsPerMin(s.Idle), s.Rollout.CPUByProcess["devenv"], s.Rollout.PSSByProcess["demo-worker"])
 	}
 	tw.Flush()
-	if n := len(scales); n > 1 {
+	// Below some 50 TWDs apart, the RSS's own swing (a MiB or so) is larger
+	// than what the TWDs add, and a slope would mislead.
+	if n := len(scales); n > 1 && scales[n-1].N-scales[0].N >= 50 {
 		a, b := scales[0], scales[n-1]
 		per := (b.Idle.RSSMiB - a.Idle.RSSMiB) / float64(b.N-a.N)
 		heap := (b.Idle.HeapMiB - a.Idle.HeapMiB) / float64(b.N-a.N)
