@@ -176,7 +176,9 @@ func run(cfg config) error {
 	if len(res.Scales) > 0 {
 		fmt.Println()
 		printCurve(os.Stdout, res.Scales)
-		if err := plotScale(filepath.Join(runDir, "scale.png"), res.Scales, header(res)); err != nil {
+		caption := fmt.Sprintf("make bench %s, load average %v at start, %v at end (2 CPUs, shared)",
+			res.Started.Format("2006-01-02 15:04 MST"), res.Machine["loadAverageAtStart"], res.Machine["loadAverageAtEnd"])
+		if err := plotScale(filepath.Join(runDir, "scale.png"), res.Scales, caption); err != nil {
 			return fmt.Errorf("plot: %w", err)
 		}
 		fmt.Printf("\nPlot: %s\n", filepath.Join(runDir, "scale.png"))
