@@ -452,10 +452,24 @@ func (w *worker) leftovers(ctx context.Context) []string {
 	}
 	for _, v := range resp.GetWorkerDeploymentInfo().GetVersionSummaries() {
 		if b := v.GetDeploymentVersion().GetBuildId(); b != cur {
-			out = append(out, fmt.Sprintf("%s: Temporal version %s (%s)", w.name, b, v.GetStatus()))
+			out = append(out, fmt.Sprintf("%s: Temporal version %s (%s; %s)", w.name, b, v.GetStatus(), openOn(ctx, w.deployment, b)))
 		}
 	}
 	return out
+}
+
+// openOn says how many workflows visibility lists as running on a version:
+// it tells a version Temporal keeps draining for open workflows from one
+// whose drainage status lags.
+func openOn(ctx context.Context, deployment, build string) string {
+	resp, err := env.Temporal.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
+		Namespace: env.Info.TemporalNamespace,
+		Query:     fmt.Sprintf("TemporalWorkerDeploymentVersion = '%s:%s' AND ExecutionStatus = 'Running'", deployment, build),
+	})
+	if err != nil {
+		return "open workflows unknown: " + err.Error()
+	}
+	return fmt.Sprintf("%d workflows running on it per visibility", resp.GetCount())
 }
 
 // checkGates lists the gate workflows of the soak's worker deployments: at
