@@ -60,7 +60,7 @@ func autoscaleViolations(in Input, r Result) []error {
 		}
 		v, registered := version(d.BuildID)
 		if d.BuildID != ts.CurrentBuildID && d.BuildID != ts.RampingBuildID {
-			if !registered || v.Status == drained || v.Status == inactive {
+			if !registered || reportedDrained(v) || v.Status == inactive {
 				return false
 			}
 		}

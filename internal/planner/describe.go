@@ -25,6 +25,7 @@ func VersionsToDescribe(in Input) []string {
 	}
 	var out []string
 	for _, tv := range t.Versions {
+		tv = withOwnDrainage(tv, t)
 		b := tv.BuildID
 		routed := b == t.CurrentBuildID || b == t.RampingBuildID
 		switch {

@@ -63,6 +63,7 @@ func readViolations(in Input) []error {
 	var errs []error
 	for name, builds := range map[string][]string{
 		"VersionsToDescribe": VersionsToDescribe(in), "DrainVersionsToList": DrainVersionsToList(in), "BacklogsToRead": BacklogsToRead(in),
+		"DrainageToCrossCheck": DrainageToCrossCheck(in),
 	} {
 		seen := map[string]bool{}
 		for _, b := range builds {
@@ -70,6 +71,11 @@ func readViolations(in Input) []error {
 				errs = append(errs, fmt.Errorf("%s names %q twice or not a version Temporal reported: %v", name, b, builds))
 			}
 			seen[b] = true
+		}
+	}
+	for _, b := range DrainageToCrossCheck(in) {
+		if v, _ := versionIn(in.Temporal, b); v.Status != draining || b == in.Temporal.CurrentBuildID || b == in.Temporal.RampingBuildID {
+			errs = append(errs, fmt.Errorf("DrainageToCrossCheck names %q, which the summary does not show draining or which is routed", b))
 		}
 	}
 	return errs
@@ -173,6 +179,8 @@ func fuzzInput(data []byte) Input {
 					CurrentSince:    s.maybeTime(),
 					RampingSince:    s.maybeTime(),
 					LastCurrentAt:   s.maybeTime(),
+					DrainingSince:   s.maybeTime(),
+					OwnDrainage:     fuzzOwnDrainage(s),
 					Described:       s.intn(4) != 0,
 					TaskQueuesReady: s.intn(3) != 0,
 					HasPollers:      s.bool(),
@@ -204,6 +212,20 @@ func fuzzInput(data []byte) Input {
 		in.Spec.AbortedBuildID = pick(s, in.Spec.TargetBuildID, "a")
 	}
 	return in
+}
+
+func fuzzOwnDrainage(s *byteSource) *OwnDrainage {
+	if s.intn(3) != 0 {
+		return nil
+	}
+	return &OwnDrainage{Drained: s.bool(), ChangedAt: t0.Add(s.offset()), CheckedAt: t0.Add(s.offset())}
+}
+
+// reportedDrained: Temporal reports the version drained, in the worker
+// deployment's summary or, where the summary says draining, in the
+// version's own describe.
+func reportedDrained(v TemporalVersion) bool {
+	return v.Status == drained || (v.Status == draining && v.OwnDrainage != nil && v.OwnDrainage.Drained)
 }
 
 // otherServer restates which Deployments run against another server than
@@ -251,7 +273,7 @@ func safetyViolations(in Input, r Result) []error {
 		if !ok {
 			return ts.Exists // never registered
 		}
-		return v.Status == drained || v.Status == inactive
+		return reportedDrained(v) || v.Status == inactive
 	}
 	otherManager := ts != nil && ts.ManagerIdentity != "" && ts.ManagerIdentity != in.Identity
 
@@ -385,7 +407,7 @@ func safetyViolations(in Input, r Result) []error {
 			bad("deleted unknown Temporal version %s", b)
 		case !v.Described || v.HasPollers:
 			bad("deleted Temporal version %s, which has pollers or was not described", b)
-		case routed(b) || (v.Status != drained && v.Status != inactive):
+		case routed(b) || (!reportedDrained(v) && v.Status != inactive):
 			bad("deleted Temporal version %s with status %s", b, v.Status)
 		case b == in.Spec.TargetBuildID || hasDep:
 			bad("deleted Temporal version %s, which is the target or has a Deployment", b)
@@ -463,6 +485,9 @@ func deletionViolations(in Input, r Result) []error {
 		}
 		for _, v := range ts.Versions {
 			if v.BuildID == b {
+				if reportedDrained(v) {
+					return drained
+				}
 				return v.Status
 			}
 		}

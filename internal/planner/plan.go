@@ -78,7 +78,7 @@ func newView(in Input) *view {
 	if in.Temporal != nil {
 		for _, tv := range in.Temporal.Versions {
 			if _, dup := v.tvs[tv.BuildID]; !dup {
-				v.tvs[tv.BuildID] = tv
+				v.tvs[tv.BuildID] = withOwnDrainage(tv, in.Temporal)
 			}
 			add(tv.BuildID)
 		}

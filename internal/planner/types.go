@@ -224,6 +224,10 @@ type TemporalVersion struct {
 	// DrainingSince is when it last stopped being current or ramping;
 	// nil while it is, or if Temporal does not say.
 	DrainingSince *time.Time
+	// OwnDrainage is the version's own drainage where the controller
+	// cross-checked a summary that kept it draining (DrainageToCrossCheck);
+	// nil otherwise. A drained report here wins over the summary.
+	OwnDrainage *OwnDrainage
 	// Described: the version was described this pass (VersionsToDescribe
 	// asked for it), so HasPollers and TaskQueuesReady are known; both are
 	// false and mean nothing otherwise.

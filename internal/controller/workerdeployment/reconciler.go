@@ -69,6 +69,7 @@ type Reconciler struct {
 	recent        recentCache
 	currentQueues queueCache
 	polled        polledCache
+	drainage      drainageCache
 	// watch wakes TWDs waiting on a person's routing change.
 	watch *personWatch
 	// Backlogs reads the versions' backlogs; nil reads none, and the
@@ -156,6 +157,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			r.recent.forget(req.NamespacedName)
 			r.currentQueues.forget(req.NamespacedName)
 			r.polled.forget(req.NamespacedName)
+			r.drainage.forget(req.NamespacedName)
 			r.throttled.clear(req.NamespacedName)
 			r.watch.forget(req.NamespacedName)
 			r.Backlogs.forget(req.NamespacedName)
@@ -183,6 +185,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	r.crossCheckDrainage(ctx, o)
 	r.Backlogs.fillBacklogs(ctx, o)
 	if o.retryBusy > 0 {
 		th := r.throttled.note(req.NamespacedName, now)

@@ -1,0 +1,111 @@
+package workerdeployment
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/planner"
+	"github.com/rainbow-deploy/rainbow/internal/temporal"
+)
+
+// drainageCache remembers what versions said of their own drainage when
+// the worker deployment's summary kept them draining
+// (planner.DrainageToCrossCheck). An entry stands while the summary shows
+// the same draining episode (the same DrainingSince); a version made
+// current and left again starts afresh.
+type drainageCache struct {
+	mu   sync.Mutex
+	twds map[types.NamespacedName]map[string]drainageEntry
+}
+
+type drainageEntry struct {
+	drainingSince time.Time
+	own           planner.OwnDrainage
+}
+
+// stamp sets OwnDrainage on the versions of s that the cache knows for
+// their current draining episode, and drops the entries of the others.
+func (c *drainageCache) stamp(key types.NamespacedName, s *planner.TemporalState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	entries := c.twds[key]
+	if len(entries) == 0 {
+		return
+	}
+	kept := map[string]bool{}
+	for i := range s.Versions {
+		v := &s.Versions[i]
+		e, ok := entries[v.BuildID]
+		if !ok || v.Status != v1alpha1.VersionDraining || v.DrainingSince == nil || !v.DrainingSince.Equal(e.drainingSince) {
+			continue
+		}
+		own := e.own
+		v.OwnDrainage = &own
+		kept[v.BuildID] = true
+	}
+	for b := range entries {
+		if !kept[b] {
+			delete(entries, b)
+		}
+	}
+}
+
+func (c *drainageCache) put(key types.NamespacedName, build string, drainingSince time.Time, own planner.OwnDrainage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.twds == nil {
+		c.twds = map[types.NamespacedName]map[string]drainageEntry{}
+	}
+	if c.twds[key] == nil {
+		c.twds[key] = map[string]drainageEntry{}
+	}
+	c.twds[key][build] = drainageEntry{drainingSince: drainingSince, own: own}
+}
+
+func (c *drainageCache) forget(key types.NamespacedName) {
+	c.mu.Lock()
+	delete(c.twds, key)
+	c.mu.Unlock()
+}
+
+// crossCheckDrainage completes the observed summary with what the cache
+// knows, then describes the versions the planner asks about. A failed
+// describe only leaves the summary's word standing: it is logged, and the
+// next pass asks again.
+func (r *Reconciler) crossCheckDrainage(ctx context.Context, o *observation) {
+	s := o.input.Temporal
+	if s == nil || o.api == nil {
+		return
+	}
+	key := keyOf(o.twd)
+	r.drainage.stamp(key, s)
+	for _, b := range planner.DrainageToCrossCheck(o.input) {
+		d, err := o.api.DescribeVersionNoPollers(ctx, o.deploymentName, b)
+		if err != nil {
+			if !errors.Is(err, temporal.ErrNotFound) {
+				logf.FromContext(ctx).Info("cross-checking a draining version failed; the worker deployment's summary stands", "buildID", b, "error", err.Error())
+			}
+			continue
+		}
+		own := planner.OwnDrainage{CheckedAt: o.input.Now}
+		if dr := d.Drainage; dr != nil {
+			own.Drained, own.ChangedAt = dr.Status == v1alpha1.VersionDrained && d.Status == v1alpha1.VersionDrained, dr.ChangedAt
+		}
+		for i := range s.Versions {
+			if v := &s.Versions[i]; v.BuildID == b {
+				r.drainage.put(key, b, *v.DrainingSince, own)
+				v.OwnDrainage = &own
+				if own.Drained {
+					logf.FromContext(ctx).Info("Temporal's worker deployment summary shows a version draining that reports itself drained; taking the version's word",
+						"buildID", b, "drainingSince", v.DrainingSince, "drainedSince", own.ChangedAt)
+				}
+			}
+		}
+	}
+}
