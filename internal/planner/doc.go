@@ -43,6 +43,12 @@
 //     they were superseded, never-registered ones at once; Deployments are
 //     deleted deleteDelay after reaching zero, and Temporal versions once
 //     their Deployment is gone and nothing polls them.
+//   - A version that the worker deployment's summary has shown draining for
+//     5 minutes is described itself, at most every 5 minutes
+//     (DrainageToCrossCheck): the summary is a copy that was seen to stay
+//     draining for good under load. The version's own drained report then
+//     counts for that draining episode; its own draining report, or a
+//     routing change, leaves the summary's word.
 //   - A Deployment at zero replicas that the controller did not scale down
 //     (no scaled-down-at annotation: an autoscaler or a person did) is never
 //     taken for drained: only Temporal's drainage retires a version. When
