@@ -6,6 +6,7 @@
 package faultproxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -35,9 +36,14 @@ type TemporalFault struct {
 	// Exhausted answers matching calls with ResourceExhausted (cause
 	// RPS_LIMIT, as Temporal's rate limiter does) without forwarding them.
 	Exhausted bool
-	// Match selects the calls Delay and Exhausted apply to, by full method
-	// name ("/temporal.api.workflowservice.v1.WorkflowService/..."); nil
-	// selects all.
+	// Rewrite, if set, replaces the first response message of each
+	// matching call with what it returns (serialized; it gets its own copy
+	// of the server's). It stands for a server that answers wrongly, such
+	// as a stale summary; return resp itself to pass a message unchanged.
+	Rewrite func(method string, resp []byte) []byte
+	// Match selects the calls Delay, Exhausted and Rewrite apply to, by
+	// full method name ("/temporal.api.workflowservice.v1.WorkflowService/...");
+	// nil selects all.
 	Match func(method string) bool
 }
 
@@ -59,10 +65,11 @@ type Call struct {
 	Duration time.Duration `json:"duration"`
 	Code     codes.Code    `json:"code"`
 	// Fault names what the proxy did to it ("", "delay", "exhausted",
-	// "down").
+	// "down", "rewrite"; "rewrite" only when Rewrite changed the message).
 	Fault string `json:"fault,omitempty"`
 	// Request and Response are the first message each way, serialized,
-	// for the methods Capture selects.
+	// for the methods Capture selects; Response is what the client got,
+	// after any Rewrite.
 	Request  []byte `json:"-"`
 	Response []byte `json:"-"`
 }
@@ -253,6 +260,16 @@ func (p *Temporal) relay(in grpc.ServerStream, method string, f TemporalFault, c
 				return nil
 			}
 			return err
+		}
+		if first && matched && f.Rewrite != nil {
+			if r := f.Rewrite(method, append([]byte(nil), m...)); !bytes.Equal(r, m) {
+				m = r
+				if call.Fault == "" {
+					call.Fault = "rewrite"
+				} else {
+					call.Fault += ",rewrite"
+				}
+			}
 		}
 		if first && capture {
 			call.Response = append([]byte(nil), m...)

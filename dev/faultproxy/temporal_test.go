@@ -180,3 +180,45 @@ func TestTemporalProxyDown(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+func TestTemporalProxyRewrite(t *testing.T) {
+	p, c, _ := proxied(t)
+	p.Capture = func(m string) bool { return m == checkMethod }
+	notServing := func(method string, resp []byte) []byte {
+		var m healthpb.HealthCheckResponse
+		if method != checkMethod || proto.Unmarshal(resp, &m) != nil {
+			return resp
+		}
+		m.Status = healthpb.HealthCheckResponse_NOT_SERVING
+		out, err := proto.Marshal(&m)
+		if err != nil {
+			return resp
+		}
+		return out
+	}
+	p.Set(TemporalFault{Rewrite: notServing})
+	resp, err := check(context.Background(), c)
+	if err != nil || resp.Status != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("Check through the rewriting proxy: %v %v, want NOT_SERVING", resp, err)
+	}
+	// A Match that leaves the method out, and a Rewrite that changes
+	// nothing, pass the server's answer and record no fault.
+	p.Set(TemporalFault{Rewrite: notServing, Match: WorkerDeploymentAPIs})
+	if resp, err := check(context.Background(), c); err != nil || resp.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("unmatched method: %v %v, want SERVING", resp, err)
+	}
+	p.Set(TemporalFault{Rewrite: func(_ string, resp []byte) []byte { return resp }})
+	if resp, err := check(context.Background(), c); err != nil || resp.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("unchanged rewrite: %v %v, want SERVING", resp, err)
+	}
+
+	calls := p.Calls()
+	if len(calls) != 3 || calls[0].Fault != "rewrite" || calls[1].Fault != "" || calls[2].Fault != "" {
+		t.Fatalf("calls = %+v, want the first one rewritten", calls)
+	}
+	// The captured response is what the client got.
+	var got healthpb.HealthCheckResponse
+	if err := proto.Unmarshal(calls[0].Response, &got); err != nil || got.Status != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("captured response %v: %v, want NOT_SERVING", got.Status, err)
+	}
+}
