@@ -66,6 +66,9 @@ type stubTemporal struct {
 	backlog map[string]int64
 	// drain is what the drain deadline's and signal's calls see (drain_test.go).
 	drain drainStub
+	// drainedAt are versions that report themselves drained since then,
+	// whatever the summary says (crosscheck_test.go).
+	drainedAt map[string]time.Time
 }
 
 func (s *stubTemporal) write(format string, args ...any) {
@@ -105,6 +108,10 @@ func (s *stubTemporal) DescribeWorkerDeploymentVersion(_ context.Context, req *w
 		return nil, serviceerror.NewNotFound("Worker Deployment Version not found")
 	}
 	info := &deploymentpb.WorkerDeploymentVersionInfo{Status: enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_INACTIVE}
+	if at, ok := s.drainedAt[build]; ok {
+		info.Status = enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_DRAINED
+		info.DrainageInfo = &deploymentpb.VersionDrainageInfo{Status: enumspb.VERSION_DRAINAGE_STATUS_DRAINED, LastChangedTime: timestamppb.New(at)}
+	}
 	if s.state.GetRoutingConfig().GetCurrentDeploymentVersion().GetBuildId() == build {
 		info.CurrentSinceTime = timestamppb.Now()
 	}
@@ -194,6 +201,9 @@ type fixture struct {
 	// failKube, if set, fails the writes it returns an error for (after
 	// recording them), as the API server would.
 	failKube func(verb string, o client.Object) error
+	// drainage, if not nil, is the drainage cross-check's memory, kept
+	// from one reconcile to the next as one process keeps it.
+	drainage map[types.NamespacedName]map[string]drainageEntry
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -311,7 +321,7 @@ func (f *fixture) reconcile() (kube, temporalWrites []string, res reconcile.Resu
 	})
 	defer pool.Close()
 	f.client = c
-	r := &Reconciler{Client: c, Pool: pool, Clock: clocktesting.NewFakePassiveClock(f.now)}
+	r := &Reconciler{Client: c, Pool: pool, Clock: clocktesting.NewFakePassiveClock(f.now), drainage: drainageCache{twds: f.drainage}}
 	if f.backlogs {
 		r.Backlogs = NewBacklogs(c, pool, r.Clock, 0)
 	}

@@ -173,6 +173,10 @@ func (r *Reconciler) observeTemporal(ctx context.Context, o *observation) error 
 		return err
 	}
 	o.token, o.input.Temporal = token, state
+	// What versions said of their own drainage decides which to describe
+	// for pollers: a version the summary keeps draining but that reported
+	// itself drained must be, or it is never deleted from Temporal.
+	r.drainage.stamp(keyOf(o.twd), state)
 	for _, b := range planner.VersionsToDescribe(o.input) {
 		i := slices.IndexFunc(state.Versions, func(v planner.TemporalVersion) bool { return v.BuildID == b })
 		v := &state.Versions[i]
