@@ -64,6 +64,9 @@ type Options struct {
 	MetricsAddr string
 	// ProbeAddr serves /healthz and /readyz; empty or "0" disables.
 	ProbeAddr string
+	// PprofAddr serves net/http/pprof (heap profiles, for sizing); empty
+	// or "0" disables.
+	PprofAddr string
 	// LeaderElection makes replicas elect one leader that reconciles.
 	LeaderElection bool
 	// LeaderElectionNamespace holds the Lease; empty means the pod's own
@@ -163,6 +166,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		Logger:                              opts.Logger,
 		Metrics:                             metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress:              opts.ProbeAddr,
+		PprofBindAddress:                    opts.PprofAddr,
 		LeaderElection:                      opts.LeaderElection,
 		LeaderElectionID:                    LeaderElectionID,
 		LeaderElectionNamespace:             opts.LeaderElectionNamespace,
