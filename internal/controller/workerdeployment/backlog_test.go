@@ -2,6 +2,7 @@ package workerdeployment
 
 import (
 	"context"
+	appsv1 "k8s.io/api/apps/v1"
 	"reflect"
 	"strings"
 	"testing"
@@ -78,7 +79,8 @@ func TestBacklogValues(t *testing.T) {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(f.objects, f.twd)...).Build()
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(f.objects, f.twd)...).
+		WithIndex(&appsv1.Deployment{}, deploymentsByWorker, indexDeploymentsByWorker).Build()
 	dials := 0
 	pool := temporal.NewPool(fixtureIdentity, nil).WithDialer(func(context.Context, sdkclient.Options) (sdkclient.Client, error) {
 		dials++
@@ -194,7 +196,8 @@ func (f *fixture) newBacklogs(interval time.Duration) (*Backlogs, *temporal.Pool
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(f.objects, f.twd)...).
-		WithIndex(&v1alpha1.TemporalWorkerOwnedResource{}, ownedByWorker, indexOwnedByWorker).Build()
+		WithIndex(&v1alpha1.TemporalWorkerOwnedResource{}, ownedByWorker, indexOwnedByWorker).
+		WithIndex(&appsv1.Deployment{}, deploymentsByWorker, indexDeploymentsByWorker).Build()
 	pool := temporal.NewPool(fixtureIdentity, nil).WithDialer(func(context.Context, sdkclient.Options) (sdkclient.Client, error) {
 		return stubSDK{svc: f.temporal}, nil
 	})

@@ -14,12 +14,27 @@ import (
 	"github.com/rainbow-deploy/rainbow/internal/workload"
 )
 
+// deploymentsByWorker indexes Deployments by their worker label. A label
+// selector alone makes the cache match every Deployment of the namespace,
+// each reconcile: quadratic with thousands of TWDs in one namespace.
+const deploymentsByWorker = "metadata.labels.worker"
+
+func indexDeploymentsByWorker(o client.Object) []string {
+	if v, ok := o.GetLabels()[workload.LabelWorker]; ok {
+		return []string{v}
+	}
+	return nil
+}
+
 // ownedDeployments lists the versioned Deployments a TWD controls, keyed by
 // build ID. Deployments with the labels but another owner are ignored.
-func ownedDeployments(ctx context.Context, c client.Reader, twd *v1alpha1.TemporalWorkerDeployment) (map[string]*appsv1.Deployment, error) {
+// opts add to the list's options (client.UnsafeDisableDeepCopy for readers
+// that change nothing).
+func ownedDeployments(ctx context.Context, c client.Reader, twd *v1alpha1.TemporalWorkerDeployment, opts ...client.ListOption) (map[string]*appsv1.Deployment, error) {
 	var list appsv1.DeploymentList
-	if err := c.List(ctx, &list, client.InNamespace(twd.Namespace),
-		client.MatchingLabels{workload.LabelWorker: workload.WorkerLabel(twd.Name)}); err != nil {
+	opts = append([]client.ListOption{client.InNamespace(twd.Namespace),
+		client.MatchingFields{deploymentsByWorker: workload.WorkerLabel(twd.Name)}}, opts...)
+	if err := c.List(ctx, &list, opts...); err != nil {
 		return nil, err
 	}
 	out := make(map[string]*appsv1.Deployment, len(list.Items))

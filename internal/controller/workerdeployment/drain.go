@@ -206,8 +206,9 @@ func withDrainDone(vs []planner.Version, done []drainDone, now time.Time) []plan
 	return vs
 }
 
-// setDrainGauge sets the overdue workflows of the TWD's draining versions.
-// While Temporal is unknown the last value stays.
+// setDrainGauge sets the overdue workflows of the TWD's draining versions,
+// with no series when none is overdue. While Temporal is unknown the last
+// value stays.
 func setDrainGauge(twd *v1alpha1.TemporalWorkerDeployment, res planner.Result) {
 	var overdue int
 	for _, v := range res.Versions {
@@ -217,6 +218,10 @@ func setDrainGauge(twd *v1alpha1.TemporalWorkerDeployment, res planner.Result) {
 		if v.Drain != nil && v.Status == v1alpha1.VersionDraining {
 			overdue += v.Drain.Overdue
 		}
+	}
+	if overdue == 0 {
+		drainOverdue.DeleteLabelValues(twd.Namespace, twd.Name) // no series per idle TWD
+		return
 	}
 	drainOverdue.WithLabelValues(twd.Namespace, twd.Name).Set(float64(overdue))
 }

@@ -284,6 +284,7 @@ func (f *fixture) reconcile() (kube, temporalWrites []string, res reconcile.Resu
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(f.objects, f.twd)...).
 		WithStatusSubresource(&v1alpha1.TemporalWorkerDeployment{}, &v1alpha1.TemporalWorkerOwnedResource{}).
 		WithIndex(&v1alpha1.TemporalWorkerOwnedResource{}, ownedByWorker, indexOwnedByWorker).
+		WithIndex(&appsv1.Deployment{}, deploymentsByWorker, indexDeploymentsByWorker).
 		WithInterceptorFuncs(interceptor.Funcs{
 			Create: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.CreateOption) error {
 				if err := record("create", o); err != nil {

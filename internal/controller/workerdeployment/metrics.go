@@ -71,7 +71,14 @@ func setGauges(twd *v1alpha1.TemporalWorkerDeployment, res planner.Result) {
 			ramp = float64(*v.RampPercentage)
 		}
 	}
+	// A status no version has gets no series: an idle TWD has one
+	// (Current) rather than seven, which was most of the controller's
+	// metric memory at thousands of TWDs.
 	for _, s := range allStatuses {
+		if counts[s] == 0 {
+			versionsByStatus.DeleteLabelValues(twd.Namespace, twd.Name, string(s))
+			continue
+		}
 		versionsByStatus.WithLabelValues(twd.Namespace, twd.Name, string(s)).Set(counts[s])
 	}
 	rampPercentage.WithLabelValues(twd.Namespace, twd.Name).Set(ramp)

@@ -97,6 +97,9 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.TemporalWorkerOwnedResource{}, ownedByWorker, indexOwnedByWorker); err != nil {
 		return err
 	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &appsv1.Deployment{}, deploymentsByWorker, indexDeploymentsByWorker); err != nil {
+		return err
+	}
 	b := builder.ControllerManagedBy(mgr)
 	if r.Backlogs != nil {
 		if err := mgr.Add(r.Backlogs); err != nil {
