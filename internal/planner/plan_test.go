@@ -112,6 +112,17 @@ func TestTarget(t *testing.T) {
 			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPollers, Progressing: condTrue, Requeue: 30 * time.Second,
 				Message: "register all their task queues"},
 		},
+		"task queues overdue, but the Deployment just became available again (an in-place update): a look every 200ms": {
+			in: with(base(), func(in *Input) {
+				tv := version("v2", inactive)
+				tv.TaskQueuesReady = false
+				tv.RegisteredAt = t0.Add(-2 * time.Minute)
+				setVersion(in, tv)
+				in.Deployments[1].AvailableSince = t0.Add(-9 * time.Second)
+			}),
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPollers, Progressing: condTrue, Requeue: 200 * time.Millisecond,
+				Message: "register all their task queues"},
+		},
 		"registered but nobody polls: no routing": {
 			in: with(base(), func(in *Input) {
 				tv := version("v2", inactive)

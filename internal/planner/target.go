@@ -286,8 +286,13 @@ func waitForWorkers(v *view, p *plan, dep Deployment) (progress, bool) {
 		wait = requeueTaskQueues
 		if !tv.RegisteredAt.IsZero() && v.now().Sub(tv.RegisteredAt) > taskQueuesDue {
 			// Overdue: a task queue the current version has, or a type
-			// that never registers. Look less often as it drags on.
+			// that never registers. Look less often as it drags on,
+			// unless its Deployment just became available again (an
+			// in-place update): its new workers may bring the type.
 			wait = backoff(v, tv.RegisteredAt)
+			if !dep.AvailableSince.IsZero() {
+				wait = min(wait, pollersWait(v, dep.AvailableSince))
+			}
 		}
 	case !tv.HasPollers:
 		msg = fmt.Sprintf("version %s is registered but no worker polls it", v.target)
