@@ -29,6 +29,19 @@ type OwnDrainage struct {
 	ChangedAt time.Time
 	// CheckedAt is when the controller described the version.
 	CheckedAt time.Time
+	// DrainingSince is the summary's DrainingSince when the check was
+	// made: the report stands for that draining episode only.
+	DrainingSince time.Time
+}
+
+// episodeDrainage is tv's own report if it was made in the draining episode
+// the summary shows now; a version routed and left again starts afresh.
+func episodeDrainage(tv TemporalVersion) *OwnDrainage {
+	o := tv.OwnDrainage
+	if o == nil || tv.DrainingSince == nil || !tv.DrainingSince.Equal(o.DrainingSince) {
+		return nil
+	}
+	return o
 }
 
 // DrainageToCrossCheck lists the versions to describe themselves because the
@@ -47,7 +60,7 @@ func DrainageToCrossCheck(in Input) []string {
 			tv.DrainingSince == nil || in.Now.Sub(*tv.DrainingSince) < drainageCrossCheckAfter {
 			continue
 		}
-		if o := tv.OwnDrainage; o != nil && in.Now.Sub(o.CheckedAt) < drainageCrossCheckEvery {
+		if o := episodeDrainage(tv); o != nil && in.Now.Sub(o.CheckedAt) < drainageCrossCheckEvery {
 			continue
 		}
 		out = append(out, b)
@@ -56,10 +69,11 @@ func DrainageToCrossCheck(in Input) []string {
 }
 
 // withOwnDrainage takes a version's own report of drained over the
-// summary's draining. Only that direction: a version the summary calls
-// drained, or that is routed, stays as the summary and routing say.
+// summary's draining, in the same draining episode. Only that direction: a
+// version the summary calls drained, or that is routed, stays as the
+// summary and routing say.
 func withOwnDrainage(tv TemporalVersion, t *TemporalState) TemporalVersion {
-	o := tv.OwnDrainage
+	o := episodeDrainage(tv)
 	if o == nil || !o.Drained || tv.Status != v1alpha1.VersionDraining || tv.BuildID == t.CurrentBuildID || tv.BuildID == t.RampingBuildID {
 		return tv
 	}

@@ -22,7 +22,8 @@ func ownDrainage(drained bool, changed, checked time.Duration) func(*Input) {
 	return func(in *Input) {
 		for i := range in.Temporal.Versions {
 			if in.Temporal.Versions[i].BuildID == "v1" {
-				in.Temporal.Versions[i].OwnDrainage = &OwnDrainage{Drained: drained, ChangedAt: t0.Add(changed), CheckedAt: t0.Add(checked)}
+				v := &in.Temporal.Versions[i]
+				v.OwnDrainage = &OwnDrainage{Drained: drained, ChangedAt: t0.Add(changed), CheckedAt: t0.Add(checked), DrainingSince: *v.DrainingSince}
 			}
 		}
 	}

@@ -171,6 +171,7 @@ func fuzzInput(data []byte) Input {
 		}
 		for _, b := range fuzzBuilds {
 			if s.bool() {
+				drainingSince := s.maybeTime()
 				ts.Versions = append(ts.Versions, TemporalVersion{
 					BuildID:         b,
 					Status:          pick(s, current, ramping, inactive, draining, drained, drained, "Created"),
@@ -179,8 +180,8 @@ func fuzzInput(data []byte) Input {
 					CurrentSince:    s.maybeTime(),
 					RampingSince:    s.maybeTime(),
 					LastCurrentAt:   s.maybeTime(),
-					DrainingSince:   s.maybeTime(),
-					OwnDrainage:     fuzzOwnDrainage(s),
+					DrainingSince:   drainingSince,
+					OwnDrainage:     fuzzOwnDrainage(s, drainingSince),
 					Described:       s.intn(4) != 0,
 					TaskQueuesReady: s.intn(3) != 0,
 					HasPollers:      s.bool(),
@@ -214,18 +215,25 @@ func fuzzInput(data []byte) Input {
 	return in
 }
 
-func fuzzOwnDrainage(s *byteSource) *OwnDrainage {
+// fuzzOwnDrainage is mostly a report of the version's draining episode,
+// sometimes one of another episode.
+func fuzzOwnDrainage(s *byteSource, drainingSince *time.Time) *OwnDrainage {
 	if s.intn(3) != 0 {
 		return nil
 	}
-	return &OwnDrainage{Drained: s.bool(), ChangedAt: t0.Add(s.offset()), CheckedAt: t0.Add(s.offset())}
+	o := &OwnDrainage{Drained: s.bool(), ChangedAt: t0.Add(s.offset()), CheckedAt: t0.Add(s.offset()), DrainingSince: t0.Add(s.offset())}
+	if drainingSince != nil && s.intn(4) != 0 {
+		o.DrainingSince = *drainingSince
+	}
+	return o
 }
 
 // reportedDrained: Temporal reports the version drained, in the worker
 // deployment's summary or, where the summary says draining, in the
 // version's own describe.
 func reportedDrained(v TemporalVersion) bool {
-	return v.Status == drained || (v.Status == draining && v.OwnDrainage != nil && v.OwnDrainage.Drained)
+	o := v.OwnDrainage
+	return v.Status == drained || (v.Status == draining && o != nil && o.Drained && v.DrainingSince != nil && v.DrainingSince.Equal(o.DrainingSince))
 }
 
 // otherServer restates which Deployments run against another server than

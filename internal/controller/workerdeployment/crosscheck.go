@@ -3,8 +3,8 @@ package workerdeployment
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
-	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -16,17 +16,12 @@ import (
 
 // drainageCache remembers what versions said of their own drainage when
 // the worker deployment's summary kept them draining
-// (planner.DrainageToCrossCheck). An entry stands while the summary shows
-// the same draining episode (the same DrainingSince); a version made
-// current and left again starts afresh.
+// (planner.DrainageToCrossCheck). The planner takes a report only for the
+// draining episode it was made in (OwnDrainage.DrainingSince); the cache
+// drops the others so that it does not grow.
 type drainageCache struct {
 	mu   sync.Mutex
-	twds map[types.NamespacedName]map[string]drainageEntry
-}
-
-type drainageEntry struct {
-	drainingSince time.Time
-	own           planner.OwnDrainage
+	twds map[types.NamespacedName]map[string]planner.OwnDrainage
 }
 
 // stamp sets OwnDrainage on the versions of s that the cache knows for
@@ -41,11 +36,10 @@ func (c *drainageCache) stamp(key types.NamespacedName, s *planner.TemporalState
 	kept := map[string]bool{}
 	for i := range s.Versions {
 		v := &s.Versions[i]
-		e, ok := entries[v.BuildID]
-		if !ok || v.Status != v1alpha1.VersionDraining || v.DrainingSince == nil || !v.DrainingSince.Equal(e.drainingSince) {
+		own, ok := entries[v.BuildID]
+		if !ok || v.Status != v1alpha1.VersionDraining || v.DrainingSince == nil || !v.DrainingSince.Equal(own.DrainingSince) {
 			continue
 		}
-		own := e.own
 		v.OwnDrainage = &own
 		kept[v.BuildID] = true
 	}
@@ -56,16 +50,16 @@ func (c *drainageCache) stamp(key types.NamespacedName, s *planner.TemporalState
 	}
 }
 
-func (c *drainageCache) put(key types.NamespacedName, build string, drainingSince time.Time, own planner.OwnDrainage) {
+func (c *drainageCache) put(key types.NamespacedName, build string, own planner.OwnDrainage) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.twds == nil {
-		c.twds = map[types.NamespacedName]map[string]drainageEntry{}
+		c.twds = map[types.NamespacedName]map[string]planner.OwnDrainage{}
 	}
 	if c.twds[key] == nil {
-		c.twds[key] = map[string]drainageEntry{}
+		c.twds[key] = map[string]planner.OwnDrainage{}
 	}
-	c.twds[key][build] = drainageEntry{drainingSince: drainingSince, own: own}
+	c.twds[key][build] = own
 }
 
 func (c *drainageCache) forget(key types.NamespacedName) {
@@ -93,19 +87,17 @@ func (r *Reconciler) crossCheckDrainage(ctx context.Context, o *observation) {
 			}
 			continue
 		}
-		own := planner.OwnDrainage{CheckedAt: o.input.Now}
+		i := slices.IndexFunc(s.Versions, func(v planner.TemporalVersion) bool { return v.BuildID == b })
+		v := &s.Versions[i]
+		own := planner.OwnDrainage{CheckedAt: o.input.Now, DrainingSince: *v.DrainingSince}
 		if dr := d.Drainage; dr != nil {
 			own.Drained, own.ChangedAt = dr.Status == v1alpha1.VersionDrained && d.Status == v1alpha1.VersionDrained, dr.ChangedAt
 		}
-		for i := range s.Versions {
-			if v := &s.Versions[i]; v.BuildID == b {
-				r.drainage.put(key, b, *v.DrainingSince, own)
-				v.OwnDrainage = &own
-				if own.Drained {
-					logf.FromContext(ctx).Info("Temporal's worker deployment summary shows a version draining that reports itself drained; taking the version's word",
-						"buildID", b, "drainingSince", v.DrainingSince, "drainedSince", own.ChangedAt)
-				}
-			}
+		r.drainage.put(key, b, own)
+		v.OwnDrainage = &own
+		if own.Drained {
+			logf.FromContext(ctx).Info("Temporal's worker deployment summary shows a version draining that reports itself drained; taking the version's word",
+				"buildID", b, "drainingSince", v.DrainingSince, "drainedSince", own.ChangedAt)
 		}
 	}
 }

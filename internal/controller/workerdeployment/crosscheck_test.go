@@ -21,13 +21,13 @@ func TestDrainageCacheStamp(t *testing.T) {
 	key := types.NamespacedName{Namespace: "ns", Name: "w"}
 	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	since := t0.Add(-time.Hour)
-	own := planner.OwnDrainage{Drained: true, ChangedAt: t0.Add(-30 * time.Minute), CheckedAt: t0}
+	own := planner.OwnDrainage{Drained: true, ChangedAt: t0.Add(-30 * time.Minute), CheckedAt: t0, DrainingSince: since}
 	state := func(status v1alpha1.VersionStatus, drainingSince time.Time) *planner.TemporalState {
 		return &planner.TemporalState{Versions: []planner.TemporalVersion{{BuildID: "v1", Status: status, DrainingSince: &drainingSince}}}
 	}
 
 	var c drainageCache
-	c.put(key, "v1", since, own)
+	c.put(key, "v1", own)
 	s := state(v1alpha1.VersionDraining, since)
 	c.stamp(key, s)
 	if got := s.Versions[0].OwnDrainage; got == nil || *got != own {
@@ -45,7 +45,7 @@ func TestDrainageCacheStamp(t *testing.T) {
 		t.Fatalf("an entry dropped for a later episode came back: %+v", got)
 	}
 
-	c.put(key, "v1", since, own)
+	c.put(key, "v1", own)
 	s = state(v1alpha1.VersionDrained, since) // the summary caught up
 	c.stamp(key, s)
 	if s.Versions[0].OwnDrainage != nil || len(c.twds[key]) != 0 {
@@ -72,7 +72,7 @@ func TestCrossCheckedDrainedVersionLeavesTemporal(t *testing.T) {
 		LastDeactivationTime: timestamppb.New(deactivated),
 	})
 	f.temporal.drainedAt = map[string]time.Time{old: deactivated.Add(time.Minute)}
-	f.drainage = map[types.NamespacedName]map[string]drainageEntry{}
+	f.drainage = map[types.NamespacedName]map[string]planner.OwnDrainage{}
 
 	if _, tmprl, _ := f.reconcile(); len(tmprl) != 0 {
 		t.Fatalf("first pass (the cross-check) wrote to Temporal: %q", tmprl)

@@ -34,6 +34,7 @@ import (
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/internal/buildid"
 	"github.com/rainbow-deploy/rainbow/internal/connection"
+	"github.com/rainbow-deploy/rainbow/internal/planner"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
 	"github.com/rainbow-deploy/rainbow/internal/workload"
 )
@@ -203,7 +204,7 @@ type fixture struct {
 	failKube func(verb string, o client.Object) error
 	// drainage, if not nil, is the drainage cross-check's memory, kept
 	// from one reconcile to the next as one process keeps it.
-	drainage map[types.NamespacedName]map[string]drainageEntry
+	drainage map[types.NamespacedName]map[string]planner.OwnDrainage
 }
 
 func newFixture(t *testing.T) *fixture {
