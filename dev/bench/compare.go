@@ -58,6 +58,20 @@ func figures(res Result) map[string]figure {
 	add("AllAtOnce reaction, p95", "s", rs.P95, rs.N > 0)
 	add("AllAtOnce end to end, median", "s", es.Median, es.N > 0)
 	add("Progressive step reaction, median", "s", ss.Median, ss.N > 0)
+	var late, minReady, slowDescribe []float64
+	for _, r := range res.LatePollers {
+		late = append(late, r.ReactionSeconds)
+	}
+	for _, r := range res.MinReady {
+		minReady = append(minReady, r.ReactionSeconds)
+	}
+	for _, f := range res.Floor {
+		slowDescribe = append(slowDescribe, f.SlowestDescribeSeconds)
+	}
+	ls, mr, ds := stats(late), stats(minReady), stats(slowDescribe)
+	add("late pollers reaction, median", "s", ls.Median, ls.N > 0)
+	add("AllAtOnce reaction with minReadySeconds 1, median", "s", mr.Median, mr.N > 0)
+	add("Temporal: slowest describe of a new version in the 2.5 s after registration, median", "s", ds.Median, ds.N > 0)
 	if w := res.RolloutLoad; w.Rollouts > 0 {
 		var calls float64
 		for _, n := range w.InRollouts {

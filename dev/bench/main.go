@@ -63,6 +63,11 @@ type Result struct {
 	// LatePollers are AllAtOnce rollouts whose workers poll after their
 	// Deployment is available.
 	LatePollers []Rollout `json:"latePollers,omitempty"`
+	// MinReady are AllAtOnce rollouts whose Deployments become available
+	// about 2 s after the version registers (minReadySeconds 1).
+	MinReady []Rollout `json:"minReady,omitempty"`
+	// Floor is Temporal's own answers right after a version registers.
+	Floor []FloorSample `json:"temporalFloor,omitempty"`
 	// Retirements are AllAtOnce rollouts followed to the old version's
 	// deletion, for the calls a whole rollout costs.
 	Retirements []Retirement `json:"retirements,omitempty"`
@@ -236,6 +241,21 @@ func measure(ctx context.Context, cfg config, e *benchEnv, o *observer, res *Res
 		others++
 		phase.done("late pollers")
 	}
+	if *minReadyRollouts > 0 {
+		fmt.Printf("bench: %d AllAtOnce rollouts of a TWD with minReadySeconds 1\n", *minReadyRollouts)
+		if res.MinReady, err = minReady(ctx, e, o, "bench-reaction", *minReadyRollouts); err != nil {
+			return err
+		}
+		others++
+		phase.done("minReadySeconds rollouts")
+	}
+	if *floorSamples > 0 {
+		fmt.Printf("bench: Temporal's answers right after %d versions register (the benchmark's own workers, no controller)\n", *floorSamples)
+		if res.Floor, err = temporalFloor(ctx, e, *floorSamples); err != nil {
+			return err
+		}
+		phase.done("Temporal after registration")
+	}
 	if cfg.ProgressiveRollouts > 0 {
 		fmt.Printf("bench: %d Progressive rollouts through %v%%, %s pauses\n", cfg.ProgressiveRollouts, cfg.Steps, cfg.Pause)
 		if res.Steps, res.StepProgress, res.StepLoad, err = progressive(ctx, e, o, "bench-reaction", cfg.ProgressiveRollouts, cfg.Steps, cfg.Pause); err != nil {
@@ -329,6 +349,7 @@ func table(res Result) []row {
 			"(the retirement of the old versions, which goes on after Ready, is not in it). " +
 			"Worker-deployment reads are DescribeWorkerDeployment and DescribeWorkerDeploymentVersion, which Temporal rate limits per namespace."})
 	rows = append(rows, reactionRows(res)...)
+	rows = append(rows, floorRows(res)...)
 	rows = append(rows, row{Figure: "Temporal's latency during rollouts, mean / p95",
 		Value: latencies(load.ServerLatency),
 		How: "the frontend's service_latency histogram per method over the AllAtOnce rollouts (the benchmark's few reads included). " +
