@@ -139,6 +139,10 @@ func (b *Backlogs) fresh(key types.NamespacedName, build string, now time.Time) 
 func (b *Backlogs) keep(key types.NamespacedName, builds []string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.keepLocked(key, builds)
+}
+
+func (b *Backlogs) keepLocked(key types.NamespacedName, builds []string) {
 	for build := range b.reads[key] {
 		if !slices.Contains(builds, build) {
 			delete(b.reads[key], build)
@@ -150,6 +154,23 @@ func (b *Backlogs) keep(key types.NamespacedName, builds []string) {
 	if len(b.reads[key]) == 0 {
 		delete(b.reads, key)
 	}
+}
+
+// staleReads: reads older than this many intervals, which the background
+// reads do not refresh, are dropped with their gauges.
+const staleReads = 2
+
+// expire drops the TWD's reads made before cutoff, and their gauges.
+func (b *Backlogs) expire(key types.NamespacedName, cutoff time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var keep []string
+	for build, r := range b.reads[key] {
+		if !r.at.Before(cutoff) {
+			keep = append(keep, build)
+		}
+	}
+	b.keepLocked(key, keep)
 }
 
 // forget drops a deleted TWD: its reads, gauges and Temporal client.
@@ -313,6 +334,9 @@ func (b *Backlogs) readAll(ctx context.Context) error {
 				errs = append(errs, err)
 			}
 			if !auto {
+				// Nothing refreshes these: a gauge left from a rollout's
+				// describe would show an old backlog as today's.
+				b.expire(key, b.Clock.Now().Add(-staleReads*b.maxAge()))
 				continue
 			}
 		}

@@ -203,3 +203,35 @@ func (f *fixture) newBacklogs(interval time.Duration) (*Backlogs, *temporal.Pool
 	})
 	return NewBacklogs(c, pool, clocktesting.NewFakePassiveClock(f.now), interval), pool
 }
+
+// TestUnrefreshedGaugesExpire: without an autoscaler nothing reads a
+// version's backlog again after a rollout's describe, so its gauges go
+// once that read is two intervals old rather than show it as today's.
+func TestUnrefreshedGaugesExpire(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		age  time.Duration
+		kept bool
+	}{
+		{"read an interval ago", DefaultBacklogInterval, true},
+		{"read three intervals ago", 3 * DefaultBacklogInterval, false},
+	} {
+		f := newFixture(t)
+		f.twd.Spec.Replicas = ptr.To[int32](1)
+		f.runningDeployment()
+		b, pool := f.newBacklogs(DefaultBacklogInterval)
+		key, tq := keyOf(f.twd), temporal.TaskQueue{Name: "q", Type: temporal.TaskQueueWorkflow}
+		b.record(key, f.build(), "d", temporal.VersionDetail{Backlog: []temporal.TaskQueueBacklog{{TaskQueue: tq, Count: 3}}}, f.now.Add(-tc.age))
+		if err := b.readAll(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		b.mu.Lock()
+		_, kept := b.reads[key][f.build()]
+		b.mu.Unlock()
+		// Delete reports whether the series was there.
+		if gauge := backlogCount.DeleteLabelValues(gaugeLabels(key, f.build(), tq)...); kept != tc.kept || gauge != tc.kept {
+			t.Errorf("%s: read kept = %v, gauge kept = %v, want %v", tc.name, kept, gauge, tc.kept)
+		}
+		pool.Close()
+	}
+}
