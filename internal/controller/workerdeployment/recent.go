@@ -67,11 +67,19 @@ func (c *recentCache) remember(o *observation, res planner.Result, out outcome, 
 		c.forget(key)
 		return
 	}
-	if o.reused {
-		return // the remembered state stands until its time
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if o.reused {
+		// The remembered state stands until its time, or until this
+		// pass's own look if that is sooner: acting on it (deleting a
+		// retired version's Deployment) can start a wait only Temporal
+		// shows the end of.
+		if e, ok := c.twds[key]; ok {
+			e.until = minTime(e.until, now.Add(requeue-minRequeue))
+			c.twds[key] = e
+		}
+		return
+	}
 	if c.twds == nil {
 		c.twds = map[types.NamespacedName]recentEntry{}
 	}
@@ -81,6 +89,13 @@ func (c *recentCache) remember(o *observation, res planner.Result, out outcome, 
 		connKey: o.connKey, state: copyState(o.input.Temporal), token: o.token, until: now.Add(requeue - minRequeue),
 		describedAt: describedAt, targetAvailable: targetAvailable(o),
 	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // reuse returns the remembered state if it may stand for this pass.
