@@ -42,7 +42,9 @@
 //     scaled to zero after scaledownDelay, inactive ones scaledownDelay after
 //     they were superseded, never-registered ones at once; Deployments are
 //     deleted deleteDelay after reaching zero, and Temporal versions once
-//     their Deployment is gone and nothing polls them.
+//     their Deployment is gone and nothing polls them; a version that may
+//     still show its workers' polls is looked at again 20 s after, starting
+//     from the pass that deletes its Deployment.
 //   - A version that the worker deployment's summary has shown draining for
 //     5 minutes is described itself, at most every 5 minutes
 //     (DrainageToCrossCheck): the summary is a copy that was seen to stay

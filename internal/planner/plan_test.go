@@ -714,6 +714,11 @@ func TestSunset(t *testing.T) {
 				func(in *Input) { setDep(in, scaledDown("v1", -24*time.Hour)) }),
 			want: ready(expect{Delete: []string{"worker-v1"}, Requeue: time.Minute, Events: []string{EventDeleteDeployment}}),
 		},
+		"scaled down for deleteDelay, pollers not yet forgotten: Deployment deleted, look when they may be": {
+			in: with(base(), rolledOut, old(func(tv *TemporalVersion) { tv.DrainedSince = at(-25 * time.Hour) }),
+				func(in *Input) { setDep(in, scaledDown("v1", -24*time.Hour)) }),
+			want: ready(expect{Delete: []string{"worker-v1"}, Requeue: 20 * time.Second, Events: []string{EventDeleteDeployment}}),
+		},
 		"Deployment gone, no pollers: deleted from Temporal": {
 			in: with(base(), rolledOut, old(func(tv *TemporalVersion) { tv.HasPollers = false }),
 				func(in *Input) { dropDep(in, "v1") }),

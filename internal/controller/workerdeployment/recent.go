@@ -70,11 +70,11 @@ func (c *recentCache) remember(o *observation, res planner.Result, out outcome, 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if o.reused {
-		// The remembered state stands until its time, or until this
-		// pass's own look if that is sooner: acting on it (deleting a
-		// retired version's Deployment) can start a wait only Temporal
-		// shows the end of.
-		if e, ok := c.twds[key]; ok {
+		// The remembered state stands until its time, or, if this pass
+		// acted on it, until its own look if that is sooner: deleting a
+		// retired version's Deployment starts a wait only Temporal shows
+		// the end of. A pass that only watched changes nothing.
+		if e, ok := c.twds[key]; ok && res.Acts() {
 			e.until = minTime(e.until, now.Add(requeue-minRequeue))
 			c.twds[key] = e
 		}

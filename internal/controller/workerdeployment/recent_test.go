@@ -11,26 +11,30 @@ import (
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
 )
 
-// TestReusedPassBringsTheLookForward: a pass on a remembered state whose
-// own plan looks at Temporal sooner (it deleted a retired version's
-// Deployment, and now waits for Temporal to forget its pollers) makes the
-// next pass from then on describe; a later look leaves the state as it was.
+// TestReusedPassBringsTheLookForward: a pass on a remembered state that
+// acted and whose own plan looks at Temporal sooner (it deleted a retired
+// version's Deployment, and now waits for Temporal to forget its pollers)
+// makes the next pass from then on describe; a later look, or a pass that
+// did nothing, leaves the state as it was.
 func TestReusedPassBringsTheLookForward(t *testing.T) {
 	t0 := time.Date(2026, 11, 25, 20, 0, 0, 0, time.UTC)
+	deleted := planner.Result{DeleteDeployments: []planner.DeleteDeployment{{BuildID: "old"}}}
 	twd := &v1alpha1.TemporalWorkerDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w", UID: "u", Generation: 1}}
 	for _, tc := range []struct {
 		name    string
+		res     planner.Result
 		requeue time.Duration
 		want    time.Time
 	}{
-		{"sooner look", 20 * time.Second, t0.Add(5*time.Second + 20*time.Second - minRequeue)},
-		{"later look", time.Minute, t0.Add(time.Minute - minRequeue)},
+		{"acted, sooner look", deleted, 20 * time.Second, t0.Add(5*time.Second + 20*time.Second - minRequeue)},
+		{"acted, later look", deleted, time.Minute, t0.Add(time.Minute - minRequeue)},
+		{"did nothing, sooner look", planner.Result{}, 20 * time.Second, t0.Add(time.Minute - minRequeue)},
 	} {
 		var c recentCache
 		o := &observation{twd: twd, api: &temporal.API{}, input: planner.Input{Temporal: &planner.TemporalState{Exists: true}}}
 		c.remember(o, planner.Result{}, outcome{}, time.Minute, t0)
 		o.reused = true
-		c.remember(o, planner.Result{}, outcome{}, tc.requeue, t0.Add(5*time.Second))
+		c.remember(o, tc.res, outcome{}, tc.requeue, t0.Add(5*time.Second))
 		if got := c.twds[keyOf(twd)].until; !got.Equal(tc.want) {
 			t.Errorf("%s: remembered until %s, want %s", tc.name, got, tc.want)
 		}
