@@ -214,6 +214,7 @@ func TestUnrefreshedGaugesExpire(t *testing.T) {
 		kept bool
 	}{
 		{"read an interval ago", DefaultBacklogInterval, true},
+		{"read one and a half intervals ago", 3 * DefaultBacklogInterval / 2, true},
 		{"read three intervals ago", 3 * DefaultBacklogInterval, false},
 	} {
 		f := newFixture(t)

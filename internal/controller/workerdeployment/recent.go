@@ -71,10 +71,11 @@ func (c *recentCache) remember(o *observation, res planner.Result, out outcome, 
 	defer c.mu.Unlock()
 	if o.reused {
 		// The remembered state stands until its time, or, if this pass
-		// acted on it, until its own look if that is sooner: deleting a
-		// retired version's Deployment starts a wait only Temporal shows
-		// the end of. A pass that only watched changes nothing.
-		if e, ok := c.twds[key]; ok && res.Acts() {
+		// deleted a retired version's Deployment, until its own look if
+		// that is sooner: that starts a wait only Temporal shows the end
+		// of (its workers' polls forgotten). Other passes' looks are for
+		// Kubernetes or deadlines the state already covers.
+		if e, ok := c.twds[key]; ok && len(res.DeleteDeployments) > 0 {
 			e.until = minTime(e.until, now.Add(requeue-minRequeue))
 			c.twds[key] = e
 		}

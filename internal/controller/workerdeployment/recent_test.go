@@ -12,10 +12,9 @@ import (
 )
 
 // TestReusedPassBringsTheLookForward: a pass on a remembered state that
-// acted and whose own plan looks at Temporal sooner (it deleted a retired
-// version's Deployment, and now waits for Temporal to forget its pollers)
-// makes the next pass from then on describe; a later look, or a pass that
-// did nothing, leaves the state as it was.
+// deleted a retired version's Deployment, and so now waits for Temporal to
+// forget its pollers, makes the next pass from its own look on describe; a
+// later look, or a pass that did something else, leaves the state as it was.
 func TestReusedPassBringsTheLookForward(t *testing.T) {
 	t0 := time.Date(2026, 11, 25, 20, 0, 0, 0, time.UTC)
 	deleted := planner.Result{DeleteDeployments: []planner.DeleteDeployment{{BuildID: "old"}}}
@@ -29,6 +28,7 @@ func TestReusedPassBringsTheLookForward(t *testing.T) {
 		{"acted, sooner look", deleted, 20 * time.Second, t0.Add(5*time.Second + 20*time.Second - minRequeue)},
 		{"acted, later look", deleted, time.Minute, t0.Add(time.Minute - minRequeue)},
 		{"did nothing, sooner look", planner.Result{}, 20 * time.Second, t0.Add(time.Minute - minRequeue)},
+		{"scaled, sooner look", planner.Result{Scale: []planner.Scale{{BuildID: "old"}}}, 20 * time.Second, t0.Add(time.Minute - minRequeue)},
 	} {
 		var c recentCache
 		o := &observation{twd: twd, api: &temporal.API{}, input: planner.Input{Temporal: &planner.TemporalState{Exists: true}}}
