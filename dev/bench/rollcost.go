@@ -31,26 +31,13 @@ const latePollDelay = 3 * time.Second
 // after they start, so that their first poll, not the Deployment's
 // availability, is the last event before the version can be current.
 func latePollers(ctx context.Context, e *benchEnv, o *observer, ns string, n int) ([]Rollout, error) {
-	key := types.NamespacedName{Namespace: ns, Name: "late"}
-	twd := newTWD(e, ns, key.Name, "l0", v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyAllAtOnce})
+	twd := newTWD(e, ns, "late", "l0", v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyAllAtOnce})
 	c := &twd.Spec.Template.Spec.Containers[0]
 	c.Env = append(c.Env, corev1.EnvVar{Name: "DEMO_POLL_DELAY", Value: latePollDelay.String()})
-	if _, err := measureRollout(ctx, e, o, key, func() (change, error) { return create(ctx, e, twd) }); err != nil {
-		return nil, fmt.Errorf("first version: %w", err)
-	}
-	var out []Rollout
-	for i := 1; i <= n; i++ {
-		tag := fmt.Sprintf("l%d", i)
-		r, err := measureRollout(ctx, e, o, key, func() (change, error) { return setTag(ctx, e, key, tag) })
-		if err != nil {
-			return nil, fmt.Errorf("late rollout %d: %w", i, err)
-		}
-		out = append(out, r)
+	return rolloutsOf(ctx, e, o, twd, "l", n, func(i int, r Rollout) {
 		fmt.Printf("  late pollers, rollout %d: reaction %6.3fs (after %s; first poll %.2fs after available), end to end %5.2fs\n",
 			i, r.ReactionSeconds, r.StartedBy, r.Registered.Sub(r.Available).Seconds(), r.EndToEndSeconds)
-		time.Sleep(time.Second)
-	}
-	return out, nil
+	})
 }
 
 // minReady rolls out an AllAtOnce TWD whose Deployments count a pod as
@@ -58,21 +45,31 @@ func latePollers(ctx context.Context, e *benchEnv, o *observer, ns string, n int
 // seconds after the version registers rather than one, past the time in
 // which Temporal answers a new version's describe late (the floor phase).
 func minReady(ctx context.Context, e *benchEnv, o *observer, ns string, n int) ([]Rollout, error) {
-	key := types.NamespacedName{Namespace: ns, Name: "minready"}
-	twd := newTWD(e, ns, key.Name, "m0", v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyAllAtOnce})
+	twd := newTWD(e, ns, "minready", "m0", v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyAllAtOnce})
 	twd.Spec.MinReadySeconds = 1
+	return rolloutsOf(ctx, e, o, twd, "m", n, func(i int, r Rollout) {
+		fmt.Printf("  minReadySeconds 1, rollout %d: reaction %6.3fs (after %s; available %.2fs after registered), end to end %5.2fs\n",
+			i, r.ReactionSeconds, r.StartedBy, r.Available.Sub(r.Registered).Seconds(), r.EndToEndSeconds)
+	})
+}
+
+// rolloutsOf creates twd (a warm-up, not counted), then rolls it out n
+// times to the image tags prefix1..prefixN, one after the other, printing
+// each with show.
+func rolloutsOf(ctx context.Context, e *benchEnv, o *observer, twd *v1alpha1.TemporalWorkerDeployment, prefix string, n int,
+	show func(int, Rollout)) ([]Rollout, error) {
+	key := types.NamespacedName{Namespace: twd.Namespace, Name: twd.Name}
 	if _, err := measureRollout(ctx, e, o, key, func() (change, error) { return create(ctx, e, twd) }); err != nil {
-		return nil, fmt.Errorf("first version: %w", err)
+		return nil, fmt.Errorf("%s, first version: %w", key, err)
 	}
 	var out []Rollout
 	for i := 1; i <= n; i++ {
-		r, err := measureRollout(ctx, e, o, key, func() (change, error) { return setTag(ctx, e, key, fmt.Sprintf("m%d", i)) })
+		r, err := measureRollout(ctx, e, o, key, func() (change, error) { return setTag(ctx, e, key, fmt.Sprintf("%s%d", prefix, i)) })
 		if err != nil {
-			return nil, fmt.Errorf("minReadySeconds rollout %d: %w", i, err)
+			return nil, fmt.Errorf("%s, rollout %d: %w", key, i, err)
 		}
 		out = append(out, r)
-		fmt.Printf("  minReadySeconds 1, rollout %d: reaction %6.3fs (after %s; available %.2fs after registered), end to end %5.2fs\n",
-			i, r.ReactionSeconds, r.StartedBy, r.Available.Sub(r.Registered).Seconds(), r.EndToEndSeconds)
+		show(i, r)
 		time.Sleep(time.Second)
 	}
 	return out, nil
