@@ -55,17 +55,25 @@ func DrainageToCrossCheck(in Input) []string {
 	}
 	var out []string
 	for _, tv := range t.Versions {
-		b := tv.BuildID
-		if b == t.CurrentBuildID || b == t.RampingBuildID || tv.Status != v1alpha1.VersionDraining ||
-			tv.DrainingSince == nil || in.Now.Sub(*tv.DrainingSince) < drainageCrossCheckAfter {
-			continue
+		if due, ok := drainageCrossCheckAt(tv, t); ok && !in.Now.Before(due) {
+			out = append(out, tv.BuildID)
 		}
-		if o := episodeDrainage(tv); o != nil && in.Now.Sub(o.CheckedAt) < drainageCrossCheckEvery {
-			continue
-		}
-		out = append(out, b)
 	}
 	return out
+}
+
+// drainageCrossCheckAt is when tv's summary is next cross-checked, if it is
+// a draining version that is not routed.
+func drainageCrossCheckAt(tv TemporalVersion, t *TemporalState) (time.Time, bool) {
+	b := tv.BuildID
+	if b == t.CurrentBuildID || b == t.RampingBuildID || tv.Status != v1alpha1.VersionDraining || tv.DrainingSince == nil {
+		return time.Time{}, false
+	}
+	due := tv.DrainingSince.Add(drainageCrossCheckAfter)
+	if o := episodeDrainage(tv); o != nil && o.CheckedAt.Add(drainageCrossCheckEvery).After(due) {
+		due = o.CheckedAt.Add(drainageCrossCheckEvery)
+	}
+	return due, true
 }
 
 // withOwnDrainage takes a version's own report of drained over the

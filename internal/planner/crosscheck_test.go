@@ -121,3 +121,34 @@ func TestOwnDrainageOverSummary(t *testing.T) {
 		}
 	}
 }
+
+// A draining version with workers is looked at when its cross-check falls
+// due, not up to a draining poll (a minute, long after a promotion) later.
+func TestCrossCheckDueRequeue(t *testing.T) {
+	cases := map[string]struct {
+		in   Input
+		want time.Duration
+	}{
+		"first cross-check due in 10 s": {
+			in: with(base(), drainingFor(4*time.Minute+50*time.Second)), want: 10 * time.Second,
+		},
+		"next cross-check due in 30 s": {
+			in:   with(base(), drainingFor(time.Hour), ownDrainage(false, -time.Hour, -4*time.Minute-30*time.Second)),
+			want: 30 * time.Second,
+		},
+		"cross-check due now (described in this pass): the draining poll": {
+			in: with(base(), drainingFor(time.Hour)), want: requeueIdle,
+		},
+		"due after the draining poll: the draining poll": {
+			in: with(base(), drainingFor(time.Minute)), want: requeueIdle,
+		},
+		"no Deployment left: no hurry": {
+			in: with(base(), drainingFor(4*time.Minute+50*time.Second), func(in *Input) { dropDep(in, "v1") }), want: requeueIdle,
+		},
+	}
+	for name, c := range cases {
+		if got := Plan(c.in).RequeueAfter; got != c.want {
+			t.Errorf("%s: RequeueAfter = %s, want %s", name, got, c.want)
+		}
+	}
+}

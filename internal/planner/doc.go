@@ -48,7 +48,8 @@
 //   - A version that the worker deployment's summary has shown draining for
 //     5 minutes is described itself, at most every 5 minutes
 //     (DrainageToCrossCheck): the summary is a copy that was seen to stay
-//     draining for good under load. The version's own drained report then
+//     draining for good under load. A version with a Deployment is looked
+//     at when its cross-check falls due. The version's own drained report then
 //     counts for that draining episode; its own draining report, or a
 //     routing change, leaves the summary's word.
 //   - A Deployment at zero replicas that the controller did not scale down

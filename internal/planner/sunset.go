@@ -28,6 +28,12 @@ func sunsetDeployment(v *view, p *plan, d Deployment) {
 		restoreWorkers(v, p, d)
 		if v.status(d.BuildID) == v1alpha1.VersionDraining {
 			p.after(drainingPoll(v))
+			// A summary stuck on draining keeps workers running until
+			// the cross-check; look when it falls due, not up to a
+			// draining poll later.
+			if due, ok := drainageCrossCheckAt(v.tvs[d.BuildID], v.in.Temporal); ok {
+				p.afterDeadline(v.now(), due)
+			}
 		}
 		return
 	}
