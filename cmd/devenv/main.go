@@ -49,6 +49,7 @@ func main() {
 	flag.IntVar(&tOpts.HTTPPort, "temporal-http-port", 0, "Temporal frontend HTTP port (0 = any free port)")
 	flag.IntVar(&tOpts.UIPort, "temporal-ui-port", 8233, "Temporal Web UI port (0 = any free port, -1 = no UI)")
 	flag.IntVar(&tOpts.MetricsPort, "temporal-metrics-port", 0, "Temporal Prometheus metrics port (0 = any free port)")
+	flag.IntVar(&tOpts.PProfPort, "temporal-pprof-port", 0, "Temporal's Go pprof port (0 = off)")
 	flag.StringVar(&ns, "temporal-namespace", "default", "Temporal namespace to create")
 	flag.StringVar(&db, "temporal-db", "", "SQLite file for Temporal (empty = in memory)")
 	flag.Var(&dyn, "temporal-dynamic-config", "key=value: Temporal dynamic config override (repeatable)")

@@ -241,8 +241,10 @@ func (f *fleet) step(ctx context.Context, c cache.Cache, ns string, maxWorkers i
 			pending++
 			continue
 		}
+		// A real worker polls once its pod runs: a slot spent on a
+		// Deployment not yet available would wait on Kubernetes.
 		env := envOf(d)
-		if env.DeploymentName == "" || env.BuildID == "" || len(f.running) >= maxWorkers {
+		if env.DeploymentName == "" || env.BuildID == "" || d.Status.AvailableReplicas == 0 || len(f.running) >= maxWorkers {
 			pending++
 			continue
 		}

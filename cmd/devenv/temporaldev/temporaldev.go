@@ -52,6 +52,7 @@ type Options struct {
 	HTTPPort      int            // frontend HTTP API port; 0 = free port
 	UIPort        int            // Web UI port; 0 = free port; -1 = UI disabled
 	MetricsPort   int            // Prometheus metrics port (/metrics); 0 = free port
+	PProfPort     int            // Go pprof on IP:PProfPort; 0 = off (sizing the server: docs/performance.md)
 	Namespaces    []string       // registered at start; default ["default"]
 	DBFile        string         // sqlite file; "" = in-memory (ephemeral)
 	DynamicConfig map[string]any // overrides merged over DefaultDynamicConfig()
@@ -412,6 +413,7 @@ func serverConfig(o Options, ps portSet) *config.Config {
 	return &config.Config{
 		Global: config.Global{
 			Membership: config.Membership{MaxJoinDuration: 30 * time.Second, BroadcastAddress: host},
+			PProf:      config.PProf{Port: o.PProfPort, Host: o.IP},
 			Metrics: &metrics.Config{Prometheus: &metrics.PrometheusConfig{
 				ListenAddress: net.JoinHostPort(o.IP, strconv.Itoa(ps.metrics)),
 				HandlerPath:   "/metrics",

@@ -95,7 +95,12 @@ func (s *stubTemporal) DescribeWorkerDeployment(context.Context, *workflowservic
 }
 
 func (s *stubTemporal) ListWorkerDeployments(context.Context, *workflowservice.ListWorkerDeploymentsRequest, ...grpc.CallOption) (*workflowservice.ListWorkerDeploymentsResponse, error) {
-	if s.state == nil {
+	switch {
+	case s.unavailable:
+		return nil, serviceerror.NewUnavailable("connection refused")
+	case s.busy:
+		return nil, serviceerror.NewResourceExhausted(enumspb.RESOURCE_EXHAUSTED_CAUSE_RPS_LIMIT, "rate limited")
+	case s.state == nil:
 		return &workflowservice.ListWorkerDeploymentsResponse{}, nil
 	}
 	return &workflowservice.ListWorkerDeploymentsResponse{WorkerDeployments: []*workflowservice.ListWorkerDeploymentsResponse_WorkerDeploymentSummary{

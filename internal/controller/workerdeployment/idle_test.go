@@ -3,11 +3,13 @@ package workerdeployment
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
@@ -121,5 +123,60 @@ func TestListIsSharedAndBacksOff(t *testing.T) {
 	fail = false
 	if got, err := c.list(ctx, fetch, "conn", stale.Add(listRetry+time.Second), listMaxAge); err != nil || len(got) != 1 || calls.Load() != 3 {
 		t.Fatalf("after the retry time: %v, %v, %d calls", got, err, calls.Load())
+	}
+}
+
+// A new TWD waiting for its first poll is answered from the shared list,
+// fetched once for all of them; never when another version's Deployment
+// exists, whose registration a lagging list could hide.
+func TestNotYetInTemporalFromTheList(t *testing.T) {
+	var c idleCache
+	calls := 0
+	listed := map[string]temporal.DeploymentSummary{"ns/old": {Name: "ns/old"}}
+	fetch := func(context.Context) (map[string]temporal.DeploymentSummary, error) {
+		calls++
+		return listed, nil
+	}
+	obs := func(name string, builds ...string) *observation {
+		o := &observation{deploymentName: name, targetBuildID: "b2", connKey: "conn", deployments: map[string]*appsv1.Deployment{}}
+		for _, b := range builds {
+			o.deployments[b] = &appsv1.Deployment{}
+		}
+		return o
+	}
+	ctx := context.Background()
+	for i := range 100 {
+		if !c.notYetInTemporal(ctx, obs(fmt.Sprintf("ns/new%d", i), "b2"), fetch, t0) {
+			t.Fatalf("new TWD %d with only its target's Deployment: not answered from the list", i)
+		}
+	}
+	if calls != 1 {
+		t.Fatalf("100 new TWDs listed %d times, want once", calls)
+	}
+	if !c.notYetInTemporal(ctx, obs("ns/new"), fetch, t0) {
+		t.Error("a TWD without Deployments yet: not answered from the list")
+	}
+	if c.notYetInTemporal(ctx, obs("ns/old", "b2"), fetch, t0) {
+		t.Error("a listed worker deployment was taken for absent")
+	}
+	if c.notYetInTemporal(ctx, obs("ns/new", "b1", "b2"), fetch, t0) {
+		t.Error("answered from the list although another version's Deployment exists")
+	}
+	if c.notYetInTemporal(ctx, obs("ns/new", "b1"), fetch, t0) {
+		t.Error("answered from the list for a Deployment that is not the target's")
+	}
+	listed = map[string]temporal.DeploymentSummary{"ns/new": {Name: "ns/new"}}
+	if !c.notYetInTemporal(ctx, obs("ns/new", "b2"), fetch, t0.Add(absentListMaxAge-time.Millisecond)) {
+		t.Error("the list was fetched again before absentListMaxAge")
+	}
+	if c.notYetInTemporal(ctx, obs("ns/new", "b2"), fetch, t0.Add(absentListMaxAge)) || calls != 2 {
+		t.Errorf("a first poll shown by a newer list was missed (%d lists)", calls)
+	}
+	c.lists = nil
+	failing := func(context.Context) (map[string]temporal.DeploymentSummary, error) {
+		return nil, errors.New("throttled")
+	}
+	if c.notYetInTemporal(ctx, obs("ns/other", "b2"), failing, t0) {
+		t.Error("answered without a list")
 	}
 }

@@ -41,8 +41,9 @@ type observation struct {
 	retryBusy time.Duration
 	// connKey identifies the Temporal connection, for the idle cache.
 	connKey string
-	// reused: the Temporal state came from the idle or the recent cache.
-	reused bool
+	// reused: the Temporal state came from the idle or the recent cache,
+	// or (listed) from the namespace's list, which did not show it.
+	reused, listed bool
 	// describedAt, when set, is when the worker deployment was described:
 	// the pass took its state from an earlier describe (recentCache).
 	describedAt time.Time
@@ -139,6 +140,10 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 		}
 		if state, token, ok := r.recent.reuse(o, now); ok {
 			o.input.Temporal, o.token, o.reused = state, token, true
+			return o, nil
+		}
+		if r.idle.notYetInTemporal(ctx, o, o.api.ListDeployments, now) {
+			o.input.Temporal, o.reused, o.listed = &planner.TemporalState{}, true, true
 			return o, nil
 		}
 		if state, token, at, ok := r.recent.forRouting(o, now); ok && r.observeTargetOn(ctx, o, state, token) {

@@ -265,6 +265,8 @@ func (o *observation) temporalSource() string {
 		return "none"
 	case !o.describedAt.IsZero():
 		return "target described on the last describe"
+	case o.listed:
+		return "not in the namespace's list"
 	case o.reused:
 		return "remembered"
 	}
