@@ -131,11 +131,12 @@ func TestListIsSharedAndBacksOff(t *testing.T) {
 // exists, whose registration a lagging list could hide.
 func TestNotYetInTemporalFromTheList(t *testing.T) {
 	var c idleCache
-	calls := 0
-	listed := map[string]temporal.DeploymentSummary{"ns/old": {Name: "ns/old"}}
+	var calls atomic.Int32
+	var listed atomic.Value
+	listed.Store(map[string]temporal.DeploymentSummary{"ns/old": {Name: "ns/old"}})
 	fetch := func(context.Context) (map[string]temporal.DeploymentSummary, error) {
-		calls++
-		return listed, nil
+		calls.Add(1)
+		return listed.Load().(map[string]temporal.DeploymentSummary), nil
 	}
 	obs := func(name string, builds ...string) *observation {
 		o := &observation{deploymentName: name, targetBuildID: "b2", connKey: "conn", deployments: map[string]*appsv1.Deployment{}}
@@ -150,8 +151,8 @@ func TestNotYetInTemporalFromTheList(t *testing.T) {
 			t.Fatalf("new TWD %d with only its target's Deployment: not answered from the list", i)
 		}
 	}
-	if calls != 1 {
-		t.Fatalf("100 new TWDs listed %d times, want once", calls)
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("100 new TWDs listed %d times, want once", n)
 	}
 	if !c.notYetInTemporal(ctx, obs("ns/new"), fetch, t0) {
 		t.Error("a TWD without Deployments yet: not answered from the list")
@@ -165,12 +166,28 @@ func TestNotYetInTemporalFromTheList(t *testing.T) {
 	if c.notYetInTemporal(ctx, obs("ns/new", "b1"), fetch, t0) {
 		t.Error("answered from the list for a Deployment that is not the target's")
 	}
-	listed = map[string]temporal.DeploymentSummary{"ns/new": {Name: "ns/new"}}
-	if !c.notYetInTemporal(ctx, obs("ns/new", "b2"), fetch, t0.Add(absentListMaxAge-time.Millisecond)) {
+	listed.Store(map[string]temporal.DeploymentSummary{"ns/new": {Name: "ns/new"}})
+	if !c.notYetInTemporal(ctx, obs("ns/new", "b2"), fetch, t0.Add(absentListMaxAge-time.Millisecond)) || calls.Load() != 1 {
 		t.Error("the list was fetched again before absentListMaxAge")
 	}
-	if c.notYetInTemporal(ctx, obs("ns/new", "b2"), fetch, t0.Add(absentListMaxAge)) || calls != 2 {
-		t.Errorf("a first poll shown by a newer list was missed (%d lists)", calls)
+	// Older than absentListMaxAge: answered from it at once, while a newer
+	// list is fetched in the background for the next pass.
+	later := t0.Add(absentListMaxAge)
+	if !c.notYetInTemporal(ctx, obs("ns/new", "b2"), fetch, later) {
+		t.Error("a pass waited for a newer list although the last one was younger than absentListStaleAge")
+	}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if l, ok := c.freshList("conn", later, absentListMaxAge); ok && l.at.Equal(later) {
+			break
+		}
+	}
+	if c.notYetInTemporal(ctx, obs("ns/new", "b2"), fetch, later) || calls.Load() != 2 {
+		t.Errorf("a first poll shown by a newer list was missed (%d lists)", calls.Load())
+	}
+	// Older than absentListStaleAge: the pass waits for a new list.
+	listed.Store(map[string]temporal.DeploymentSummary{})
+	if !c.notYetInTemporal(ctx, obs("ns/new", "b2"), fetch, later.Add(absentListStaleAge)) || calls.Load() != 3 {
+		t.Errorf("a list older than absentListStaleAge was used (%d lists)", calls.Load())
 	}
 	c.lists = nil
 	failing := func(context.Context) (map[string]temporal.DeploymentSummary, error) {
