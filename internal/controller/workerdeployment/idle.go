@@ -51,6 +51,9 @@ type idleCache struct {
 	// listing shares one list call among the reconciles that find the
 	// list stale at once; Temporal rate limits lists (visibility) tightly.
 	listing singleflight.Group
+	// refreshing: connections whose list listSoon is fetching in the
+	// background.
+	refreshing map[string]bool
 }
 
 type idleEntry struct {
@@ -69,7 +72,8 @@ type listEntry struct {
 	at        time.Time
 	summaries map[string]temporal.DeploymentSummary
 	// err, until retryAt, is the last list's failure: callers describe
-	// instead, and nobody lists again before then.
+	// instead, and nobody lists again before then. at and summaries are
+	// then the last good list's, for listSoon.
 	err     error
 	retryAt time.Time
 }
@@ -101,11 +105,15 @@ func (c *idleCache) reuse(ctx context.Context, o *observation, connKey string, n
 // describe, find nothing and describe again until Temporal throttled them
 // all (measured: 31,710 describes refused in 4 minutes while 4,700 new TWDs
 // waited, docs/performance.md). Only for a TWD whose sole Deployment is its
-// target's: the list lags writes by a moment, and a worker deployment taken
-// for absent must never make another version look unregistered (which
-// would scale it down). Its first poll then shows in a list soon after.
+// target's and whose status never showed the worker deployment: the list
+// lags writes by a moment and may miss a worker deployment around its
+// workflow's continue-as-new, and one taken for absent must never make
+// another version look unregistered (which would scale it down) nor
+// status forget routing and drains it showed. Its first poll then shows in
+// a list soon after.
 func (c *idleCache) notYetInTemporal(ctx context.Context, o *observation, fetch listFunc, now time.Time) bool {
-	if len(o.deployments) > 1 || (len(o.deployments) == 1 && o.deployments[o.targetBuildID] == nil) {
+	if len(o.deployments) > 1 || (len(o.deployments) == 1 && o.deployments[o.targetBuildID] == nil) ||
+		statusShowsVersions(o.twd.Status) || len(o.input.Drains) > 0 {
 		return false
 	}
 	summaries, err := c.listSoon(ctx, fetch, o.connKey, now, absentListMaxAge, absentListStaleAge)
@@ -141,10 +149,13 @@ func (c *idleCache) fetchList(ctx context.Context, fetch listFunc, connKey strin
 	}
 	summaries, err := fetch(ctx)
 	l := listEntry{at: now, summaries: summaries}
-	if err != nil {
-		l = listEntry{err: err, retryAt: now.Add(max(temporal.RetryAfter(err), listRetry))}
-	}
 	c.mu.Lock()
+	if err != nil {
+		// The last good list stays for listSoon, which serves it while
+		// it is young enough; list reports the failure.
+		prev := c.lists[connKey]
+		l = listEntry{at: prev.at, summaries: prev.summaries, err: err, retryAt: now.Add(max(temporal.RetryAfter(err), listRetry))}
+	}
 	if c.lists == nil {
 		c.lists = map[string]listEntry{}
 	}
@@ -160,13 +171,28 @@ func (c *idleCache) fetchList(ctx context.Context, fetch listFunc, connKey strin
 func (c *idleCache) listSoon(ctx context.Context, fetch listFunc, connKey string, now time.Time, maxAge, staleAge time.Duration) (map[string]temporal.DeploymentSummary, error) {
 	c.mu.Lock()
 	l, ok := c.lists[connKey]
-	c.mu.Unlock()
-	if !ok || l.err != nil || now.Sub(l.at) >= staleAge || now.Sub(l.at) < maxAge {
-		return c.list(ctx, fetch, connKey, now, maxAge)
+	refresh := ok && l.summaries != nil && now.Sub(l.at) < staleAge && !c.refreshing[connKey] &&
+		((l.err == nil && now.Sub(l.at) >= maxAge) || (l.err != nil && !now.Before(l.retryAt)))
+	if refresh {
+		if c.refreshing == nil {
+			c.refreshing = map[string]bool{}
+		}
+		c.refreshing[connKey] = true
 	}
-	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), listTimeout)
-	ch := c.listing.DoChan(connKey, func() (any, error) { return c.fetchList(bg, fetch, connKey, now, maxAge), nil })
-	go func() { <-ch; cancel() }()
+	c.mu.Unlock()
+	switch {
+	case !ok || l.summaries == nil || now.Sub(l.at) >= staleAge:
+		return c.list(ctx, fetch, connKey, now, maxAge)
+	case refresh:
+		go func() {
+			bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), listTimeout)
+			defer cancel()
+			_, _, _ = c.listing.Do(connKey, func() (any, error) { return c.fetchList(bg, fetch, connKey, now, maxAge), nil })
+			c.mu.Lock()
+			delete(c.refreshing, connKey)
+			c.mu.Unlock()
+		}()
+	}
 	return l.summaries, nil
 }
 

@@ -139,7 +139,7 @@ func TestNotYetInTemporalFromTheList(t *testing.T) {
 		return listed.Load().(map[string]temporal.DeploymentSummary), nil
 	}
 	obs := func(name string, builds ...string) *observation {
-		o := &observation{deploymentName: name, targetBuildID: "b2", connKey: "conn", deployments: map[string]*appsv1.Deployment{}}
+		o := &observation{twd: &v1alpha1.TemporalWorkerDeployment{}, deploymentName: name, targetBuildID: "b2", connKey: "conn", deployments: map[string]*appsv1.Deployment{}}
 		for _, b := range builds {
 			o.deployments[b] = &appsv1.Deployment{}
 		}
@@ -189,10 +189,36 @@ func TestNotYetInTemporalFromTheList(t *testing.T) {
 	if !c.notYetInTemporal(ctx, obs("ns/new", "b2"), fetch, later.Add(absentListStaleAge)) || calls.Load() != 3 {
 		t.Errorf("a list older than absentListStaleAge was used (%d lists)", calls.Load())
 	}
-	c.lists = nil
+	// A failed refresh keeps the last good list for these passes while it
+	// is younger than absentListStaleAge.
 	failing := func(context.Context) (map[string]temporal.DeploymentSummary, error) {
 		return nil, errors.New("throttled")
 	}
+	good := later.Add(absentListStaleAge)
+	retry := good.Add(absentListMaxAge)
+	if !c.notYetInTemporal(ctx, obs("ns/new", "b2"), failing, retry) {
+		t.Error("the last good list (empty) was not served while a newer one was fetched")
+	}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if _, err := c.list(ctx, failing, "conn", retry, absentListMaxAge); err != nil {
+			break
+		}
+	}
+	if !c.notYetInTemporal(ctx, obs("ns/new", "b2"), failing, retry) {
+		t.Error("a failed refresh dropped the last good list")
+	}
+	if c.notYetInTemporal(ctx, obs("ns/new", "b2"), failing, good.Add(absentListStaleAge)) {
+		t.Error("answered from a list older than absentListStaleAge after a failed refresh")
+	}
+	// A TWD whose status showed its worker deployment is never answered
+	// from the list: a list missing it must not make status forget it.
+	shown := obs("ns/gone", "b2")
+	shown.twd.Status.CurrentVersion = &v1alpha1.WorkerVersion{BuildID: "b2"}
+	if c.notYetInTemporal(ctx, shown, fetch, good) {
+		t.Error("answered from the list although status shows a current version")
+	}
+
+	c.lists = nil
 	if c.notYetInTemporal(ctx, obs("ns/other", "b2"), failing, t0) {
 		t.Error("answered without a list")
 	}
