@@ -18,8 +18,11 @@ mkdir -p "$D"
 # Temporal's per-task-queue metrics held most of the dev server's memory
 # (label sets for every version's task queues), and four partitions per
 # task queue four times the matching state: neither is what is measured here.
+# devenv's forced search-attribute refresh made every list page a
+# persistence read, which hit the server's persistence rate limit.
 temporal_config=(
 	matching.maxDeployments=5200
+	system.forceSearchAttributesCacheRefreshOnRead=false
 	metrics.breakdownByTaskQueue=false
 	metrics.breakdownByPartition=false
 	metrics.breakdownByBuildID=false
@@ -27,9 +30,19 @@ temporal_config=(
 	matching.numTaskqueueWritePartitions=1
 )
 
+# stop_process stops the process whose pid is in $D/$1.pid and waits for it.
+stop_process() {
+	[ -f "$D/$1.pid" ] || return 0
+	local pid
+	pid=$(cat "$D/$1.pid")
+	kill -INT "$pid" 2>/dev/null || true
+	while kill -0 "$pid" 2>/dev/null; do sleep 1; done
+	rm -f "$D/$1.pid"
+}
+
 start_manager() {
 	local bin=${1:-$root/.cache/bin/manager}
-	if [ -f "$D/manager.pid" ]; then kill "$(cat "$D/manager.pid")" 2>/dev/null || true; sleep 2; fi
+	stop_process manager
 	setsid "$bin" --kubeconfig="$D/env/kubeconfig" --metrics-bind-address=127.0.0.1:18080 \
 		--health-probe-bind-address=127.0.0.1:18081 --pprof-bind-address=127.0.0.1:18082 --webhook-port=0 \
 		>>"$D/manager.log" 2>&1 &
@@ -38,6 +51,9 @@ start_manager() {
 
 case ${1:-} in
 start)
+	stop_process manager
+	stop_process devenv
+	rm -f "$D/env/env.json"
 	printf -- '--temporal-dynamic-config=%s\n' "${temporal_config[@]}" >"$D/devenv.args"
 	printf '#!/bin/sh\nexec sleep 2147483647\n' >"$D/idle-pod"
 	chmod +x "$D/idle-pod"
@@ -47,7 +63,10 @@ start)
 		--apiserver-port 0 --temporal-port 0 --temporal-ui-port -1 --temporal-pprof-port 18090 \
 		--temporal-db "$D/temporal.db" $(cat "$D/devenv.args") >"$D/devenv.log" 2>&1 &
 	echo $! >"$D/devenv.pid"
-	until [ -f "$D/env/env.json" ]; do sleep 2; done
+	until [ -f "$D/env/env.json" ]; do
+		kill -0 "$(cat "$D/devenv.pid")" 2>/dev/null || { tail "$D/devenv.log"; exit 1; }
+		sleep 2
+	done
 	"$root/.cache/kube/kubectl" --kubeconfig "$D/env/kubeconfig" apply --server-side -k config/crd >/dev/null
 	"$root/.cache/kube/kubectl" --kubeconfig "$D/env/kubeconfig" wait --for=condition=Established crd --all >/dev/null
 	start_manager
@@ -79,9 +98,8 @@ measure)
 		"devenv_rss_mib=$temporal load=[$l0]->[$l1]" | tee -a "$D/results.txt"
 	;;
 stop)
-	for p in manager devenv; do
-		if [ -f "$D/$p.pid" ]; then kill -INT "$(cat "$D/$p.pid")" 2>/dev/null || true; rm -f "$D/$p.pid"; fi
-	done
+	stop_process manager
+	stop_process devenv
 	;;
 *)
 	sed -n '2,12p' "$0"
