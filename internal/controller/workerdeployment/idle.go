@@ -2,6 +2,7 @@ package workerdeployment
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -110,18 +111,22 @@ func (c *idleCache) reuse(ctx context.Context, o *observation, connKey string, n
 // workflow's continue-as-new, and one taken for absent must never make
 // another version look unregistered (which would scale it down) nor
 // status forget routing and drains it showed. Its first poll then shows in
-// a list soon after.
-func (c *idleCache) notYetInTemporal(ctx context.Context, o *observation, fetch listFunc, now time.Time) bool {
+// a list soon after. A throttled list is returned as the error (the
+// caller waits rather than describing); any other failure means describe.
+func (c *idleCache) notYetInTemporal(ctx context.Context, o *observation, fetch listFunc, now time.Time) (bool, error) {
 	if len(o.deployments) > 1 || (len(o.deployments) == 1 && o.deployments[o.targetBuildID] == nil) ||
 		statusShowsVersions(o.twd.Status) || len(o.input.Drains) > 0 {
-		return false
+		return false, nil
 	}
 	summaries, err := c.listSoon(ctx, fetch, o.connKey, now, absentListMaxAge, absentListStaleAge)
+	if errors.Is(err, temporal.ErrBusy) {
+		return false, err
+	}
 	if err != nil {
-		return false
+		return false, nil
 	}
 	_, listed := summaries[o.deploymentName]
-	return !listed
+	return !listed, nil
 }
 
 // listFunc lists a connection's worker deployments (temporal.API.ListDeployments).

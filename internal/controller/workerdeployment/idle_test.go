@@ -146,34 +146,42 @@ func TestNotYetInTemporalFromTheList(t *testing.T) {
 		return o
 	}
 	ctx := context.Background()
+	absent := func(c *idleCache, ctx context.Context, o *observation, fetch listFunc, now time.Time) bool {
+		t.Helper()
+		a, err := c.notYetInTemporal(ctx, o, fetch, now)
+		if err != nil {
+			t.Errorf("notYetInTemporal: %v", err)
+		}
+		return a
+	}
 	for i := range 100 {
-		if !c.notYetInTemporal(ctx, obs(fmt.Sprintf("ns/new%d", i), "b2"), fetch, t0) {
+		if !absent(&c, ctx, obs(fmt.Sprintf("ns/new%d", i), "b2"), fetch, t0) {
 			t.Fatalf("new TWD %d with only its target's Deployment: not answered from the list", i)
 		}
 	}
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("100 new TWDs listed %d times, want once", n)
 	}
-	if !c.notYetInTemporal(ctx, obs("ns/new"), fetch, t0) {
+	if !absent(&c, ctx, obs("ns/new"), fetch, t0) {
 		t.Error("a TWD without Deployments yet: not answered from the list")
 	}
-	if c.notYetInTemporal(ctx, obs("ns/old", "b2"), fetch, t0) {
+	if absent(&c, ctx, obs("ns/old", "b2"), fetch, t0) {
 		t.Error("a listed worker deployment was taken for absent")
 	}
-	if c.notYetInTemporal(ctx, obs("ns/new", "b1", "b2"), fetch, t0) {
+	if absent(&c, ctx, obs("ns/new", "b1", "b2"), fetch, t0) {
 		t.Error("answered from the list although another version's Deployment exists")
 	}
-	if c.notYetInTemporal(ctx, obs("ns/new", "b1"), fetch, t0) {
+	if absent(&c, ctx, obs("ns/new", "b1"), fetch, t0) {
 		t.Error("answered from the list for a Deployment that is not the target's")
 	}
 	listed.Store(map[string]temporal.DeploymentSummary{"ns/new": {Name: "ns/new"}})
-	if !c.notYetInTemporal(ctx, obs("ns/new", "b2"), fetch, t0.Add(absentListMaxAge-time.Millisecond)) || calls.Load() != 1 {
+	if !absent(&c, ctx, obs("ns/new", "b2"), fetch, t0.Add(absentListMaxAge-time.Millisecond)) || calls.Load() != 1 {
 		t.Error("the list was fetched again before absentListMaxAge")
 	}
 	// Older than absentListMaxAge: answered from it at once, while a newer
 	// list is fetched in the background for the next pass.
 	later := t0.Add(absentListMaxAge)
-	if !c.notYetInTemporal(ctx, obs("ns/new", "b2"), fetch, later) {
+	if !absent(&c, ctx, obs("ns/new", "b2"), fetch, later) {
 		t.Error("a pass waited for a newer list although the last one was younger than absentListStaleAge")
 	}
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
@@ -181,12 +189,12 @@ func TestNotYetInTemporalFromTheList(t *testing.T) {
 			break
 		}
 	}
-	if c.notYetInTemporal(ctx, obs("ns/new", "b2"), fetch, later) || calls.Load() != 2 {
+	if absent(&c, ctx, obs("ns/new", "b2"), fetch, later) || calls.Load() != 2 {
 		t.Errorf("a first poll shown by a newer list was missed (%d lists)", calls.Load())
 	}
 	// Older than absentListStaleAge: the pass waits for a new list.
 	listed.Store(map[string]temporal.DeploymentSummary{})
-	if !c.notYetInTemporal(ctx, obs("ns/new", "b2"), fetch, later.Add(absentListStaleAge)) || calls.Load() != 3 {
+	if !absent(&c, ctx, obs("ns/new", "b2"), fetch, later.Add(absentListStaleAge)) || calls.Load() != 3 {
 		t.Errorf("a list older than absentListStaleAge was used (%d lists)", calls.Load())
 	}
 	// A failed refresh keeps the last good list for these passes while it
@@ -196,7 +204,7 @@ func TestNotYetInTemporalFromTheList(t *testing.T) {
 	}
 	good := later.Add(absentListStaleAge)
 	retry := good.Add(absentListMaxAge)
-	if !c.notYetInTemporal(ctx, obs("ns/new", "b2"), failing, retry) {
+	if !absent(&c, ctx, obs("ns/new", "b2"), failing, retry) {
 		t.Error("the last good list (empty) was not served while a newer one was fetched")
 	}
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
@@ -204,22 +212,30 @@ func TestNotYetInTemporalFromTheList(t *testing.T) {
 			break
 		}
 	}
-	if !c.notYetInTemporal(ctx, obs("ns/new", "b2"), failing, retry) {
+	if !absent(&c, ctx, obs("ns/new", "b2"), failing, retry) {
 		t.Error("a failed refresh dropped the last good list")
 	}
-	if c.notYetInTemporal(ctx, obs("ns/new", "b2"), failing, good.Add(absentListStaleAge)) {
+	if absent(&c, ctx, obs("ns/new", "b2"), failing, good.Add(absentListStaleAge)) {
 		t.Error("answered from a list older than absentListStaleAge after a failed refresh")
 	}
 	// A TWD whose status showed its worker deployment is never answered
 	// from the list: a list missing it must not make status forget it.
 	shown := obs("ns/gone", "b2")
 	shown.twd.Status.CurrentVersion = &v1alpha1.WorkerVersion{BuildID: "b2"}
-	if c.notYetInTemporal(ctx, shown, fetch, good) {
+	if absent(&c, ctx, shown, fetch, good) {
 		t.Error("answered from the list although status shows a current version")
 	}
 
 	c.lists = nil
-	if c.notYetInTemporal(ctx, obs("ns/other", "b2"), failing, t0) {
+	if absent(&c, ctx, obs("ns/other", "b2"), failing, t0) {
 		t.Error("answered without a list")
+	}
+	// A throttled list: the pass waits (an error) rather than describing.
+	c.lists = nil
+	busy := func(context.Context) (map[string]temporal.DeploymentSummary, error) {
+		return nil, fmt.Errorf("list: %w", temporal.ErrBusy)
+	}
+	if a, err := c.notYetInTemporal(ctx, obs("ns/other", "b2"), busy, t0); a || !errors.Is(err, temporal.ErrBusy) {
+		t.Errorf("throttled list = %v, %v; want false and the throttling", a, err)
 	}
 }

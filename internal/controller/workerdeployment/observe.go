@@ -142,8 +142,15 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 			o.input.Temporal, o.token, o.reused = state, token, true
 			return o, nil
 		}
-		if r.idle.notYetInTemporal(ctx, o, o.api.ListDeployments, now) {
+		absent, err := r.idle.notYetInTemporal(ctx, o, o.api.ListDeployments, now)
+		if absent {
 			o.input.Temporal, o.reused, o.listed = &planner.TemporalState{}, true, true
+			return o, nil
+		}
+		if err != nil {
+			// Temporal throttles the shared list: describing instead,
+			// TWD by TWD, would only add to its load.
+			readFailed(o, conn, err)
 			return o, nil
 		}
 		if state, token, at, ok := r.recent.forRouting(o, now); ok && r.observeTargetOn(ctx, o, state, token) {
@@ -153,20 +160,26 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 		}
 	}
 	if err := r.observeTemporal(ctx, o); err != nil {
-		if errors.Is(err, temporal.ErrBusy) {
-			o.retryBusy = temporal.RetryAfter(err)
-		}
-		o.input.Temporal = nil
-		o.input.TemporalError = &planner.Problem{
-			Reason: v1alpha1.ReasonTemporalStateFetchFailed,
-			Message: fmt.Sprintf("could not read worker deployment %s from Temporal at %s: %v; the controller keeps every version running and retries; "+
-				"if this lasts, check that Temporal answers at %s (spec.hostPort of TemporalConnection %s)",
-				o.deploymentName, conn.Params.HostPort, err, conn.Params.HostPort, conn.Object.Name),
-		}
+		readFailed(o, conn, err)
 		return o, nil
 	}
 	r.observeDrain(ctx, o)
 	return o, nil
+}
+
+// readFailed records that Temporal's state could not be read: the planner
+// plays safe, and a throttled read is retried after Temporal's backoff.
+func readFailed(o *observation, conn *connection.Resolved, err error) {
+	if errors.Is(err, temporal.ErrBusy) {
+		o.retryBusy = temporal.RetryAfter(err)
+	}
+	o.input.Temporal = nil
+	o.input.TemporalError = &planner.Problem{
+		Reason: v1alpha1.ReasonTemporalStateFetchFailed,
+		Message: fmt.Sprintf("could not read worker deployment %s from Temporal at %s: %v; the controller keeps every version running and retries; "+
+			"if this lasts, check that Temporal answers at %s (spec.hostPort of TemporalConnection %s)",
+			o.deploymentName, conn.Params.HostPort, err, conn.Params.HostPort, conn.Object.Name),
+	}
 }
 
 // observeTemporal describes the worker deployment, then exactly the
