@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -136,6 +137,20 @@ func grant(t *testing.T, tt *harness.T, user, name string, rule rbacv1.PolicyRul
 			t.Fatal(err)
 		}
 	}
+	// The API server's RBAC authorizer sees the binding through its own
+	// watch, a moment later: a request made at once was seen refused.
+	tt.Eventually(30*time.Second, fmt.Sprintf("RBAC lets %s %s %s", user, rule.Verbs[0], rule.Resources[0]), func() (bool, string) {
+		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: tt.Namespace, Verb: rule.Verbs[0], Group: rule.APIGroups[0], Resource: rule.Resources[0],
+			},
+		}}
+		if err := env.Kube.Create(ctx, review); err != nil {
+			return false, err.Error()
+		}
+		return review.Status.Allowed, review.Status.Reason
+	})
 }
 
 // impersonate is a client acting as user.
