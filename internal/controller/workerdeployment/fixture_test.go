@@ -82,25 +82,33 @@ func (s *stubTemporal) DescribeNamespace(context.Context, *workflowservice.Descr
 	return &workflowservice.DescribeNamespaceResponse{NamespaceInfo: &namespacepb.NamespaceInfo{Id: "ns-id"}}, nil
 }
 
-func (s *stubTemporal) DescribeWorkerDeployment(context.Context, *workflowservice.DescribeWorkerDeploymentRequest, ...grpc.CallOption) (*workflowservice.DescribeWorkerDeploymentResponse, error) {
+// readErr is what every read of the worker deployment answers during an
+// outage or throttling.
+func (s *stubTemporal) readErr() error {
 	switch {
 	case s.unavailable:
-		return nil, serviceerror.NewUnavailable("connection refused")
+		return serviceerror.NewUnavailable("connection refused")
 	case s.busy:
-		return nil, serviceerror.NewResourceExhausted(enumspb.RESOURCE_EXHAUSTED_CAUSE_RPS_LIMIT, "rate limited")
-	case s.state == nil:
+		return serviceerror.NewResourceExhausted(enumspb.RESOURCE_EXHAUSTED_CAUSE_RPS_LIMIT, "rate limited")
+	}
+	return nil
+}
+
+func (s *stubTemporal) DescribeWorkerDeployment(context.Context, *workflowservice.DescribeWorkerDeploymentRequest, ...grpc.CallOption) (*workflowservice.DescribeWorkerDeploymentResponse, error) {
+	if err := s.readErr(); err != nil {
+		return nil, err
+	}
+	if s.state == nil {
 		return nil, serviceerror.NewNotFound("no such worker deployment")
 	}
 	return &workflowservice.DescribeWorkerDeploymentResponse{WorkerDeploymentInfo: s.state, ConflictToken: []byte("token")}, nil
 }
 
 func (s *stubTemporal) ListWorkerDeployments(context.Context, *workflowservice.ListWorkerDeploymentsRequest, ...grpc.CallOption) (*workflowservice.ListWorkerDeploymentsResponse, error) {
-	switch {
-	case s.unavailable:
-		return nil, serviceerror.NewUnavailable("connection refused")
-	case s.busy:
-		return nil, serviceerror.NewResourceExhausted(enumspb.RESOURCE_EXHAUSTED_CAUSE_RPS_LIMIT, "rate limited")
-	case s.state == nil:
+	if err := s.readErr(); err != nil {
+		return nil, err
+	}
+	if s.state == nil {
 		return &workflowservice.ListWorkerDeploymentsResponse{}, nil
 	}
 	return &workflowservice.ListWorkerDeploymentsResponse{WorkerDeployments: []*workflowservice.ListWorkerDeploymentsResponse_WorkerDeploymentSummary{
