@@ -104,7 +104,7 @@ func (c *idleCache) reuse(ctx context.Context, o *observation, connKey string, n
 // worker has polled yet from the namespace's shared list rather than a
 // describe of its own: thousands of TWDs created at once would otherwise
 // describe, find nothing and describe again until Temporal throttled them
-// all (measured: 31,710 describes refused in 4 minutes while 4,700 new TWDs
+// all (measured: 69,384 describes refused in 8 minutes while 4,700 new TWDs
 // waited, docs/performance.md). Only for a TWD whose sole Deployment is its
 // target's and whose status never showed the worker deployment: the list
 // lags writes by a moment and may miss a worker deployment around its
@@ -171,8 +171,8 @@ func (c *idleCache) fetchList(ctx context.Context, fetch listFunc, connKey strin
 
 // listSoon is list that does not wait: a list older than maxAge but
 // younger than staleAge is returned at once while a newer one is fetched in
-// the background. At a few thousand worker deployments a list takes over a
-// second, and every reconcile worker waited on it (measured with 5,000 TWDs).
+// the background. At a few thousand worker deployments a list took over a
+// second, and passes waiting on it backed up the work queue (docs/performance.md).
 func (c *idleCache) listSoon(ctx context.Context, fetch listFunc, connKey string, now time.Time, maxAge, staleAge time.Duration) (map[string]temporal.DeploymentSummary, error) {
 	c.mu.Lock()
 	l, ok := c.lists[connKey]
