@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -277,25 +276,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	logf.FromContext(ctx).V(1).Info("pass", "temporal", o.temporalSource(), "observed", observed, "acted", acted-observed,
 		"statusWritten", r.Clock.Since(now)-acted, "routed", out.routed != nil, "ready", shown.Ready.Reason)
 	observeRollout(&twd, before, withOutcome(shown, out), now)
-	return reconcile.Result{RequeueAfter: sinceStart(requeue, r.Clock.Since(now)), Priority: queuePriority(shown, out)}, nil
-}
-
-// priorityMoving ranks the passes of a rollout under way above all others
-// (0, and controller-runtime's -100 for a restart's initial list). When
-// many TWDs change at once, say for a shared image, the ones already
-// started finish before the rest start, so each waits on its own rollout
-// rather than on the whole fleet's. A stalled rollout cannot starve the
-// rest: the planner's looks back off as a wait drags on, and a pass whose
-// action failed, retried every retryFailed, is not ranked up.
-const priorityMoving = 10
-
-// queuePriority is the work-queue priority of a TWD's next pass. Every
-// pass sets it, since the queue otherwise keeps the priority an item had.
-func queuePriority(res planner.Result, out outcome) *int {
-	if res.State == planner.StateMoving && len(out.failed) == 0 {
-		return ptr.To(priorityMoving)
-	}
-	return ptr.To(0)
+	return reconcile.Result{RequeueAfter: sinceStart(requeue, r.Clock.Since(now))}, nil
 }
 
 // watchRouting has the personWatch wake a TWD that waits on a person's
