@@ -109,7 +109,8 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 	}
 	return b.
 		For(&v1alpha1.TemporalWorkerDeployment{}, builder.WithPredicates(notOnlyStatus)).
-		Owns(&appsv1.Deployment{}).
+		Watches(&appsv1.Deployment{}, rankAvailable{handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(),
+			&v1alpha1.TemporalWorkerDeployment{}, handler.OnlyControllerOwner())}).
 		Watches(&v1alpha1.TemporalConnection{}, handler.EnqueueRequestsFromMapFunc(r.usersOfConnection)).
 		// Metadata is enough to wake the users of a Secret; its data is
 		// read on demand (internal/manager/trim.go).
@@ -276,7 +277,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	logf.FromContext(ctx).V(1).Info("pass", "temporal", o.temporalSource(), "observed", observed, "acted", acted-observed,
 		"statusWritten", r.Clock.Since(now)-acted, "routed", out.routed != nil, "ready", shown.Ready.Reason)
 	observeRollout(&twd, before, withOutcome(shown, out), now)
-	return reconcile.Result{RequeueAfter: sinceStart(requeue, r.Clock.Since(now))}, nil
+	return reconcile.Result{RequeueAfter: sinceStart(requeue, r.Clock.Since(now)), Priority: nextPassPriority(shown, out)}, nil
 }
 
 // watchRouting has the personWatch wake a TWD that waits on a person's
