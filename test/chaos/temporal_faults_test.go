@@ -15,8 +15,10 @@ import (
 )
 
 // pollTemporalDown is how often the controller tries Temporal again while
-// it cannot read it (the planner's requeue for that case): recovery must
-// come within one of these once Temporal is back.
+// it cannot read it (the planner's requeue for that case, which the
+// planner's table tests check). It bounds the status writes a fault may
+// cause; how soon Temporal is read again after a fault is recorded, not
+// asserted.
 const pollTemporalDown = 10 * time.Second
 
 // temporalFaults is a scenario whose controller reaches Temporal and the
@@ -132,7 +134,8 @@ func (f *temporalFaults) finish(last string) {
 // the controller's and the workers' alike) in the middle of a ramp: no
 // Deployment may be touched, the conditions must say that Temporal cannot
 // be read and what to check, and once Temporal is back the controller
-// must read it within one poll and finish the rollout.
+// must read it again and finish the rollout. How soon it reads it again
+// is noted in the report, not asserted.
 func TestTemporalOutage(t *testing.T) {
 	t.Parallel()
 	f := startTemporalFaults(t, "temporal-outage")
@@ -158,10 +161,6 @@ func TestTemporalOutage(t *testing.T) {
 		done := w.fault.from(back).Converged()
 		s.Note("outage %d (%s): conditions said so after %s (%q); Temporal read again %s after it returned, rollout complete %s after",
 			i+1, w.length, w.reported.Round(100*time.Millisecond), w.message, readAgain.Round(100*time.Millisecond), done.Round(100*time.Millisecond))
-		// One poll, and a few seconds for a busy machine.
-		if readAgain > pollTemporalDown+5*time.Second {
-			s.Errorf("the controller read Temporal again %s after it returned; want within one poll (%s)", readAgain.Round(100*time.Millisecond), pollTemporalDown)
-		}
 	}
 	f.finish(last)
 }

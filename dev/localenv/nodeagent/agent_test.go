@@ -705,14 +705,15 @@ func TestDeleteSendsSIGTERM(t *testing.T) {
 	createPod(t, pod)
 	p := waitPod(t, ns, "graceful", 10*time.Second, "Ready", isReady)
 	pid := pidOf(t, p)
-	start := time.Now()
-	if err := testClient.CoreV1().Pods(ns).Delete(context.Background(), "graceful", metav1.DeleteOptions{}); err != nil {
+	// A grace period far longer than the wait: the pod can be gone within
+	// the wait only because the agent saw the program exit on SIGTERM, not
+	// because it waited the grace period out. How soon is not checked.
+	grace := int64(600)
+	if err := testClient.CoreV1().Pods(ns).Delete(context.Background(), "graceful",
+		metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
 		t.Fatal(err)
 	}
-	waitPodGone(t, ns, "graceful", 10*time.Second)
-	if d := time.Since(start); d > 8*time.Second {
-		t.Errorf("deletion took %s; the program exits on SIGTERM, so it should be quick", d)
-	}
+	waitPodGone(t, ns, "graceful", 2*time.Minute)
 	if got, err := os.ReadFile(mark); err != nil || string(got) != "got-term\n" {
 		t.Errorf("SIGTERM marker = %q, %v; want %q", got, err, "got-term\n")
 	}
