@@ -452,6 +452,11 @@ type GateStatus struct {
 	Result string `json:"result"`
 	// +optional
 	Message string `json:"message,omitempty"`
+	// CancelRequestedAt is when the controller requested the cancellation
+	// of the run, nobody needing its verdict any more; a run still running
+	// 30s later is terminated.
+	// +optional
+	CancelRequestedAt *metav1.Time `json:"cancelRequestedAt,omitempty"`
 }
 
 // TemporalWorkerDeploymentStatus is the observed state.

@@ -36,6 +36,7 @@ func NewWithOptions(c client.Client, env workerenv.Config, taskQueue string, opt
 	w.RegisterWorkflowWithOptions(Hello, withName(pinned, HelloWorkflow))
 	w.RegisterWorkflowWithOptions(Long, withName(pinned, LongPinnedWorkflow))
 	w.RegisterWorkflowWithOptions(RolloutGate, withName(pinned, GateWorkflow))
+	w.RegisterWorkflowWithOptions(IgnoreCancelGate, withName(pinned, IgnoreCancelGateWorkflow))
 	w.RegisterWorkflowWithOptions(Work, withName(pinned, WorkWorkflow))
 	w.RegisterWorkflowWithOptions(Long, workflow.RegisterOptions{
 		Name:               LongAutoUpgradeWorkflow,

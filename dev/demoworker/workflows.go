@@ -24,6 +24,8 @@ const (
 	// ContinueAsNewSignal makes a long workflow continue as new onto the
 	// current version (spec.sunset.continueAsNewSignal's name in examples).
 	ContinueAsNewSignal = "continue-as-new"
+	// IgnoreCancelGateWorkflow is a gate that ignores cancellation.
+	IgnoreCancelGateWorkflow = "IgnoreCancelGate"
 )
 
 // LongInput parameterises the long-running workflows.
@@ -55,8 +57,9 @@ type LongResult struct {
 type GateInput struct {
 	Fail    bool
 	Message string
-	// Hang makes the gate wait for FinishSignal before its verdict, so
-	// tests can see a gate time out or be cancelled.
+	// Hang makes RolloutGate wait for FinishSignal (or its
+	// cancellation) before its verdict, so tests can see a gate time out
+	// or be cancelled.
 	Hang bool
 }
 
@@ -198,15 +201,41 @@ func continueOnCurrent(ctx workflow.Context, in LongInput, deadline time.Time, b
 	}, workflow.GetInfo(ctx).WorkflowType.Name, next)
 }
 
-// RolloutGate is a gate workflow: it succeeds unless told to fail.
+// RolloutGate is a gate workflow: it succeeds unless told to fail. It
+// honours cancellation: a cancelled run ends as cancelled.
 func RolloutGate(ctx workflow.Context, in GateInput) (string, error) {
 	id, err := whoAmI(ctx)
 	if err != nil {
 		return "", err
 	}
 	if in.Hang {
-		workflow.GetSignalChannel(ctx, FinishSignal).Receive(ctx, nil)
+		sel := workflow.NewSelector(ctx)
+		sel.AddReceive(workflow.GetSignalChannel(ctx, FinishSignal), func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil) })
+		sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) {})
+		sel.Select(ctx)
+		if err := ctx.Err(); err != nil {
+			return "", err
+		}
 	}
+	return gateVerdict(id, in)
+}
+
+// IgnoreCancelGate is a gate workflow that ignores cancellation, as a
+// careless gate would: whatever happens it waits for FinishSignal, then
+// decides as RolloutGate does. Only a termination (or its timeout) ends it
+// before the signal; tests use it to see the controller end a gate it no
+// longer needs.
+func IgnoreCancelGate(ctx workflow.Context, in GateInput) (string, error) {
+	ctx, _ = workflow.NewDisconnectedContext(ctx)
+	id, err := whoAmI(ctx)
+	if err != nil {
+		return "", err
+	}
+	workflow.GetSignalChannel(ctx, FinishSignal).Receive(ctx, nil)
+	return gateVerdict(id, in)
+}
+
+func gateVerdict(id string, in GateInput) (string, error) {
 	if in.Fail {
 		return "", fmt.Errorf("gate failed on %s: %s", id, in.Message)
 	}

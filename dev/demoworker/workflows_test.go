@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 )
@@ -53,6 +54,27 @@ func TestGate(t *testing.T) {
 	env.ExecuteWorkflow(RolloutGate, GateInput{Fail: true, Message: "smoke test failed"})
 	if err := env.GetWorkflowError(); err == nil || !strings.Contains(err.Error(), "smoke test failed") {
 		t.Fatalf("failing gate: %v", err)
+	}
+}
+
+// TestGateCancellation: RolloutGate ends when cancelled; IgnoreCancelGate
+// does not, and still decides when the finish signal comes.
+func TestGateCancellation(t *testing.T) {
+	env := newEnv(t)
+	env.RegisterDelayedCallback(env.CancelWorkflow, time.Minute)
+	env.ExecuteWorkflow(RolloutGate, GateInput{Hang: true})
+	var canceled *temporal.CanceledError
+	if err := env.GetWorkflowError(); !errors.As(err, &canceled) {
+		t.Fatalf("cancelled RolloutGate: %v, want cancelled", err)
+	}
+
+	env = newEnv(t)
+	env.RegisterDelayedCallback(env.CancelWorkflow, time.Minute)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(FinishSignal, nil) }, time.Hour)
+	env.ExecuteWorkflow(IgnoreCancelGate, GateInput{})
+	var msg string
+	if err := env.GetWorkflowResult(&msg); err != nil || msg != "gate passed on v1" {
+		t.Fatalf("IgnoreCancelGate after a cancellation and the finish signal: %q, %v", msg, err)
 	}
 }
 

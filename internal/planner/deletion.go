@@ -25,7 +25,8 @@ import (
 //     back. Immediate skips the wait.
 //  5. Every Deployment is deleted.
 //  6. Each version is deleted from Temporal once nothing polls it, then
-//     the worker deployment, and the finalizer goes.
+//     the worker deployment, and the finalizer goes; not while a gate run
+//     is still open (it is ended first: cancelStaleGate).
 func planDeletion(v *view, p *plan) progress {
 	del := v.in.Deletion
 	name := v.deploymentName()
@@ -83,6 +84,9 @@ func planDeletion(v *view, p *plan) progress {
 		}
 		p.after(requeueTemporal)
 		return movingBecause(v1alpha1.ReasonDeleting, fmt.Sprintf("deleting Deployments %s", strings.Join(names, ", ")))
+	}
+	if prog, waiting := gateEnding(v); waiting {
+		return prog
 	}
 	if other != "" {
 		p.res.RemoveFinalizer = true

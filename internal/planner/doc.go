@@ -32,6 +32,12 @@
 //     (RolloutAborted), until the annotation goes or the target changes.
 //   - A gate workflow must succeed on the target before it gets traffic; if
 //     it fails the rollout stops and the target's ramp is removed.
+//   - A gate run nobody needs (its version is not the target, the spec
+//     dropped the gate, the TWD is deleted) is cancelled, and terminated if
+//     it still runs GateCancelGrace (30s) after the request, timed from
+//     the request's time in status (GateRun.CancelRequestedAt), so across
+//     restarts; such a run gives no verdict. One run at a time: the next
+//     gate starts, and a deletion removes its finalizer, once it has ended.
 //   - Manual never writes routing, AllAtOnce makes the target current,
 //     Progressive ramps through the steps (each pause timed from Temporal's
 //     ramp change time) and then makes it current. The first version of a

@@ -53,7 +53,8 @@ func TestPlanSafetyRandom(t *testing.T) {
 // resources, autoscaling, the drain, and what the observe step is told
 // to read.
 func violations(in Input, r Result) []error {
-	return slices.Concat(safetyViolations(in, r), ownedViolations(in, r), autoscaleViolations(in, r), drainViolations(in, r), readViolations(in))
+	return slices.Concat(safetyViolations(in, r), ownedViolations(in, r), autoscaleViolations(in, r), drainViolations(in, r), readViolations(in),
+		gateViolations(in, r))
 }
 
 // readViolations checks the lists that tell observe what to read from
@@ -206,6 +207,9 @@ func fuzzInput(data []byte) Input {
 	}
 	if s.bool() {
 		in.Gate = &GateRun{BuildID: build(), Phase: pick(s, GateRunning, GateSucceeded, GateFailed, "Weird"), Message: "m"}
+		if s.bool() {
+			in.Gate.CancelRequestedAt = t0.Add(pick(s, -time.Hour, -GateCancelGrace, -GateCancelGrace+time.Second, -time.Second, 0))
+		}
 	}
 	fuzzOwned(s, &in)
 	fuzzAutoscale(s, &in)
@@ -424,11 +428,8 @@ func safetyViolations(in Input, r Result) []error {
 		}
 	}
 
-	if c := r.CancelGate; c != nil {
-		if ts == nil || in.Gate == nil || in.Gate.Phase != GateRunning || c.BuildID != in.Gate.BuildID ||
-			(c.BuildID == in.Spec.TargetBuildID && in.Spec.GateWorkflowType != "") {
-			bad("cancelled gate %+v, observed %+v, target %s", c, in.Gate, in.Spec.TargetBuildID)
-		}
+	if c := r.CancelGate; c != nil && c.BuildID == in.Spec.TargetBuildID && in.Spec.GateWorkflowType != "" {
+		bad("cancelled the target's own gate %+v, which the spec still asks for", c)
 	}
 	if g := r.StartGate; g != nil {
 		v, ok := tv(g.BuildID)
@@ -575,6 +576,44 @@ func deletionViolations(in Input, r Result) []error {
 	}
 	if r.Ready.Status != metav1.ConditionFalse || r.Ready.Reason == "" || r.Progressing.Reason == "" || r.Ready.Message == "" {
 		bad("conditions while deleting: %+v %+v", r.Ready, r.Progressing)
+	}
+	return errs
+}
+
+// gateViolations: a gate run nobody needs is ended, never holding its
+// version: its cancellation is requested once, and it is terminated as
+// soon as it is still running GateCancelGrace later (looked at by then);
+// only one gate run is open at a time, and a deletion keeps its finalizer
+// until the run has ended.
+func gateViolations(in Input, r Result) []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	g := in.Gate
+	open := g != nil && g.Phase == GateRunning
+	known := in.Temporal != nil
+	requested := open && !g.CancelRequestedAt.IsZero()
+	overdue := requested && !in.Now.Before(g.CancelRequestedAt.Add(GateCancelGrace))
+
+	if c := r.CancelGate; c != nil && (!known || !open || requested || c.BuildID != g.BuildID || c.Reason == "") {
+		bad("cancelled gate %+v, observed %+v (a run already asked to cancel is not asked again)", c, g)
+	}
+	if tg := r.TerminateGate; tg != nil && (!known || !overdue || tg.BuildID != g.BuildID || tg.Reason == "") {
+		bad("terminated gate %+v, observed %+v: only a run still running %s after its cancellation request", tg, g, GateCancelGrace)
+	}
+	if known && overdue && r.TerminateGate == nil {
+		bad("the gate run %+v is still running %s after its cancellation request, yet not terminated", g, in.Now.Sub(g.CancelRequestedAt))
+	}
+	if known && requested && !overdue && r.RequeueAfter > g.CancelRequestedAt.Add(GateCancelGrace).Sub(in.Now) {
+		bad("the gate run %+v is terminated at %s, but the next look is in %s", g, g.CancelRequestedAt.Add(GateCancelGrace), r.RequeueAfter)
+	}
+	if r.StartGate != nil && open {
+		bad("started a gate %+v while the run %+v is still open", r.StartGate, g)
+	}
+	if r.CancelGate != nil && r.TerminateGate != nil {
+		bad("cancelled and terminated a gate in one plan: %+v %+v", r.CancelGate, r.TerminateGate)
+	}
+	if in.Deletion != nil && known && open && (r.RemoveFinalizer || len(r.DeleteTemporalVersions) > 0 || r.DeleteWorkerDeployment) {
+		bad("a deletion removes the finalizer or deletes from Temporal while the gate run %+v is open: %+v", g, r)
 	}
 	return errs
 }

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 )
@@ -10,17 +11,20 @@ import (
 // returns hold=true while the rollout must wait or has stopped. A target
 // that already ramps passed its gate, unless a failure of it is observed:
 // then its ramp is removed, which sends all new workflows back to the
-// current version (Manual never writes routing, so it only reports).
+// current version (Manual never writes routing, so it only reports). The
+// target's gate starts only once a run being ended (cancelStaleGate) has.
 func gate(v *view, p *plan) (prog progress, hold bool) {
 	typ := v.in.Spec.GateWorkflowType
 	if typ == "" {
 		return progress{}, false
 	}
 	run := v.in.Gate
-	if run != nil && (run.BuildID != v.target || run.Phase == GateCancelled) {
+	ending := run != nil && run.Phase == GateRunning && (run.BuildID != v.target || !run.CancelRequestedAt.IsZero())
+	if run != nil && (run.BuildID != v.target || run.Phase == GateCancelled || ending) {
 		// A run for an older target says nothing about this one, and a
 		// cancelled run (the version stopped being the target for a
-		// while) gave no verdict: it runs again.
+		// while) gave no verdict: it runs again, once the one being
+		// cancelled has ended.
 		run = nil
 	}
 	ramping := v.status(v.target) == v1alpha1.VersionRamping
@@ -38,6 +42,13 @@ func gate(v *view, p *plan) (prog progress, hold bool) {
 		return progress{}, false
 	}
 	switch {
+	case ending:
+		// One gate run at a time: status records one, and the run being
+		// ended must stay in it until it has (cancelStaleGate).
+		old := v.in.Gate
+		return movingBecause(v1alpha1.ReasonWaitingForPromotion, fmt.Sprintf(
+			"waiting for the gate workflow on version %s to end (%s) before starting gate workflow %s on version %s",
+			old.BuildID, endingNote(old), typ, v.target)), true
 	case run == nil:
 		p.res.StartGate = &StartGate{BuildID: v.target, WorkflowType: typ}
 		p.event(EventNormal, EventStartGate, fmt.Sprintf("starting gate workflow %s pinned to version %s", typ, v.target))
@@ -51,15 +62,34 @@ func gate(v *view, p *plan) (prog progress, hold bool) {
 	}
 }
 
-// cancelStaleGate cancels a gate still running for a version that is no
-// longer the target, after the spec dropped its gate, or while the TWD is
-// deleted: nobody waits for its result any more, and it would keep that
-// version draining.
+// GateCancelGrace is how long a gate workflow run the controller asked to
+// cancel may take to end before the controller terminates it. A gate that
+// honours cancellation ends at its next workflow task, a second or so
+// after the request while its workers run; 30s also covers that task
+// timing out once on a worker that died (Temporal's default workflow task
+// timeout is 10s) and a short clean-up of the gate's own (undoing a smoke
+// test). It is not longer because, until the run ends, it keeps its
+// version draining and the next target's gate waits for it.
+const GateCancelGrace = 30 * time.Second
+
+// cancelStaleGate ends a gate run that nobody needs any more: one still
+// running for a version that is no longer the target, after the spec
+// dropped its gate, or while the TWD is deleted. Pinned to its version, it
+// would keep that version draining. Its cancellation is requested first;
+// a run still running GateCancelGrace after that request (status keeps
+// its time, so restarts do not reset it) is terminated. A run whose
+// cancellation was requested is ended even if its version became the
+// target again: it gave no verdict, and the gate runs anew after it.
 func cancelStaleGate(v *view, p *plan) {
 	run := v.in.Gate
 	deleting := v.in.Deletion != nil
+	requested := run != nil && !run.CancelRequestedAt.IsZero()
 	if run == nil || run.Phase != GateRunning || !v.known() ||
-		(!deleting && run.BuildID == v.target && v.in.Spec.GateWorkflowType != "") {
+		(!requested && !deleting && run.BuildID == v.target && v.in.Spec.GateWorkflowType != "") {
+		return
+	}
+	if requested {
+		terminateCancelledGate(v, p, run)
 		return
 	}
 	why := fmt.Sprintf("version %s is no longer the target", run.BuildID)
@@ -69,7 +99,47 @@ func cancelStaleGate(v *view, p *plan) {
 	case run.BuildID == v.target:
 		why = "spec.rollout.gate was removed"
 	}
-	p.res.CancelGate = &CancelGate{BuildID: run.BuildID}
+	p.res.CancelGate = &CancelGate{BuildID: run.BuildID, Reason: why}
 	p.event(EventNormal, EventCancelGate, fmt.Sprintf("cancelling the gate workflow running on version %s: %s", run.BuildID, why))
 	p.after(requeueTemporal)
+}
+
+// terminateCancelledGate terminates a run GateCancelGrace after its
+// cancellation was requested; until then it looks again, backing off, to
+// see it end by itself, and exactly at the deadline.
+func terminateCancelledGate(v *view, p *plan, run *GateRun) {
+	deadline := run.CancelRequestedAt.Add(GateCancelGrace)
+	if v.now().Before(deadline) {
+		p.after(min(backoff(v, run.CancelRequestedAt), deadline.Sub(v.now())))
+		return
+	}
+	p.res.TerminateGate = &TerminateGate{BuildID: run.BuildID, Reason: fmt.Sprintf(
+		"rainbow: the gate workflow on version %s did not end within %s of its cancellation request (%s); nobody needs its verdict",
+		run.BuildID, GateCancelGrace, run.CancelRequestedAt.UTC().Format(time.RFC3339))}
+	p.event(EventNormal, EventTerminateGate, fmt.Sprintf(
+		"terminating the gate workflow running on version %s: it did not end within %s of its cancellation request", run.BuildID, GateCancelGrace))
+	p.after(requeueTemporal)
+}
+
+// endingNote says where a run being ended stands.
+func endingNote(run *GateRun) string {
+	if run.CancelRequestedAt.IsZero() {
+		return "cancelling it"
+	}
+	return fmt.Sprintf("cancellation requested at %s; terminated at %s if still running",
+		run.CancelRequestedAt.UTC().Format(time.RFC3339), run.CancelRequestedAt.Add(GateCancelGrace).UTC().Format(time.RFC3339))
+}
+
+// gateEnding holds a deletion's last steps (deleting versions from
+// Temporal, removing the finalizer) while a gate run is still open: it is
+// cancelled, then terminated (cancelStaleGate), and once the finalizer is
+// gone nothing would end it.
+func gateEnding(v *view) (progress, bool) {
+	run := v.in.Gate
+	if run == nil || run.Phase != GateRunning {
+		return progress{}, false
+	}
+	return movingBecause(v1alpha1.ReasonDeleting, fmt.Sprintf(
+		"waiting for the gate workflow on version %s to end (%s) before deleting worker deployment %s from Temporal",
+		run.BuildID, endingNote(run), v.deploymentName())), true
 }

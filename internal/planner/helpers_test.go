@@ -148,6 +148,7 @@ type expect struct {
 	BecomeManager  bool
 	StartGate      *StartGate
 	CancelGate     *CancelGate
+	TerminateGate  *TerminateGate // BuildID compared; Reason checked by checkTerminateGate
 	DeleteVersions []string
 	// Deletion only.
 	SkipDrainage           bool
@@ -243,6 +244,7 @@ func check(t *testing.T, in Input, want expect) Result {
 	if !reflect.DeepEqual(got.CancelGate, want.CancelGate) {
 		t.Errorf("CancelGate = %+v, want %+v", got.CancelGate, want.CancelGate)
 	}
+	checkTerminateGate(t, got.TerminateGate, want.TerminateGate)
 	if !reflect.DeepEqual(got.DeleteTemporalVersions, want.DeleteVersions) {
 		t.Errorf("DeleteTemporalVersions = %v, want %v", got.DeleteTemporalVersions, want.DeleteVersions)
 	}

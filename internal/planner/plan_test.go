@@ -460,14 +460,15 @@ func TestGate(t *testing.T) {
 			want: expect{StartGate: start, Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue,
 				Requeue: time.Second, Events: []string{EventStartGate}},
 		},
-		"a run still going for an older target: cancelled, and the target's gate started": {
+		"a run still going for an older target: cancelled, and the target's gate waits for it to end": {
 			in: with(base(), gated, run("v1", GateRunning)),
-			want: expect{StartGate: start, CancelGate: &CancelGate{BuildID: "v1"}, Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion,
-				Progressing: condTrue, Requeue: time.Second, Events: []string{EventStartGate, EventCancelGate}},
+			want: expect{CancelGate: &CancelGate{BuildID: "v1", Reason: "version v1 is no longer the target"}, Ready: condFalse,
+				Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue, Requeue: time.Second, Events: []string{EventCancelGate},
+				Message: "waiting for the gate workflow on version v1 to end"},
 		},
 		"the spec dropped the gate while it runs: cancelled, and the rollout goes on": {
 			in: with(base(), run("v2", GateRunning)),
-			want: expect{Routing: &Routing{Op: SetCurrent, BuildID: "v2"}, CancelGate: &CancelGate{BuildID: "v2"}, Ready: condFalse,
+			want: expect{Routing: &Routing{Op: SetCurrent, BuildID: "v2"}, CancelGate: &CancelGate{BuildID: "v2", Reason: "spec.rollout.gate was removed"}, Ready: condFalse,
 				Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue, Requeue: time.Second, Events: []string{EventPromote, EventCancelGate}},
 		},
 		"a running gate while Temporal is unknown: nothing cancelled": {

@@ -263,7 +263,8 @@ const (
 	GateSucceeded GatePhase = "Succeeded"
 	GateFailed    GatePhase = "Failed"
 	// GateCancelled: the run was cancelled because its version stopped
-	// being the target.
+	// being the target, or it ended otherwise than completing after its
+	// cancellation was requested (terminated, say): no verdict.
 	GateCancelled GatePhase = "Cancelled"
 )
 
@@ -274,6 +275,10 @@ type GateRun struct {
 	Message string
 	// StartedAt is when a running gate started; zero if unknown.
 	StartedAt time.Time
+	// CancelRequestedAt is when the controller requested the cancellation
+	// of this still running run (status.gate.cancelRequestedAt); zero if
+	// it did not.
+	CancelRequestedAt time.Time
 }
 
 // Problem is a reason and message for a condition.
@@ -316,6 +321,9 @@ type Result struct {
 	// CancelGate cancels a running gate whose version is no longer the
 	// target (or whose gate the spec dropped).
 	CancelGate *CancelGate
+	// TerminateGate ends a gate run that is still running GateCancelGrace
+	// after its cancellation was requested.
+	TerminateGate *TerminateGate
 	// DrainWork cancels, terminates or signals pinned workflows of
 	// draining versions.
 	DrainWork []DrainWork
@@ -342,7 +350,7 @@ type Result struct {
 func (r Result) Acts() bool {
 	return r.CreateDeployment != nil || r.UpdateDeployment != nil || len(r.Scale) > 0 || len(r.DeleteDeployments) > 0 ||
 		len(r.SyncDeployments) > 0 || r.BecomeManager || r.Routing != nil || len(r.DeleteTemporalVersions) > 0 || r.StartGate != nil || r.CancelGate != nil ||
-		r.DeleteWorkerDeployment || r.RemoveFinalizer || len(r.OwnedResources) > 0 || len(r.DrainWork) > 0
+		r.TerminateGate != nil || r.DeleteWorkerDeployment || r.RemoveFinalizer || len(r.OwnedResources) > 0 || len(r.DrainWork) > 0
 }
 
 // OwnedResourceWork is what to do for one owned resource.
@@ -492,6 +500,15 @@ type StartGate struct {
 // CancelGate cancels the gate workflow run of BuildID.
 type CancelGate struct {
 	BuildID string
+	// Reason says why nobody needs the run any more.
+	Reason string
+}
+
+// TerminateGate terminates the gate workflow run of BuildID.
+type TerminateGate struct {
+	BuildID string
+	// Reason goes into the run's history.
+	Reason string
 }
 
 // Version is one version as status reports it.
@@ -546,6 +563,7 @@ const (
 	EventRolledBack       = "RolledBack"
 	EventStartGate        = "StartGate"
 	EventCancelGate       = "CancelGate"
+	EventTerminateGate    = "TerminateGate"
 	EventDeleteVersion    = "DeleteVersion"
 	EventSyncConnection   = "UpdateConnection"
 	EventCancelPinned     = "CancelPinnedWorkflows"

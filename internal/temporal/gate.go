@@ -98,12 +98,25 @@ func jsonPayload(input []byte) (*commonpb.Payload, error) {
 // CancelGate requests cancellation of the gate run of a version. A gate
 // that is gone or already closed is no error.
 func (a *API) CancelGate(ctx context.Context, deploymentName, buildID string) error {
-	err := a.c.CancelWorkflow(ctx, GateWorkflowID(deploymentName, buildID), "")
+	return endGate("CancelGate", deploymentName, buildID, func(id string) error { return a.c.CancelWorkflow(ctx, id, "") })
+}
+
+// TerminateGate terminates the gate run of a version, reason going into
+// its history. A gate that is gone or already closed is no error.
+func (a *API) TerminateGate(ctx context.Context, deploymentName, buildID, reason string) error {
+	return endGate("TerminateGate", deploymentName, buildID, func(id string) error { return a.c.TerminateWorkflow(ctx, id, "", reason) })
+}
+
+// endGate calls end with the gate's workflow ID. Without a run ID it
+// reaches the latest run, continue-as-new followed; only the controller
+// starts runs under that ID, and never while one is being ended.
+func endGate(op, deploymentName, buildID string, end func(workflowID string) error) error {
+	err := end(GateWorkflowID(deploymentName, buildID))
 	var nf *serviceerror.NotFound
 	if err == nil || errors.As(err, &nf) {
 		return nil
 	}
-	return wrapErr("CancelGate", deploymentName, buildID, err)
+	return wrapErr(op, deploymentName, buildID, err)
 }
 
 // GateStatus is a gate run as the planner's GateRun needs it.
@@ -150,11 +163,15 @@ func (a *API) GateResult(ctx context.Context, workflowID string) (GateStatus, er
 		}
 		return gs, nil
 	}
-	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED {
-		// The controller cancels a gate nobody needs any more; it is no
+	if st := info.GetStatus(); st == enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED || desc.GetWorkflowExtendedInfo().GetCancelRequested() {
+		// The controller cancels a gate nobody needs any more, and
+		// terminates it if it goes on: however it then ended, it is no
 		// verdict on the version, which gets a new run if it is the
 		// target again.
 		gs.Phase, gs.Message = planner.GateCancelled, "the gate workflow was cancelled"
+		if st != enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED {
+			gs.Message = fmt.Sprintf("the gate workflow ended (%s) after its cancellation was requested", strings.ToLower(st.String()))
+		}
 		return gs, nil
 	}
 	err = a.c.GetWorkflow(ctx, workflowID, gs.RunID).Get(ctx, nil)

@@ -275,13 +275,7 @@ func TestGate(t *testing.T) {
 		t.Fatalf("start after it closed: run %q (first %q), err %v", again, runID, err)
 	}
 
-	ht.Eventually(10*time.Second, "gate started on v1", func() (bool, string) {
-		id, _, err = api.StartGate(ctx, name, "v1", tq, demoworker.GateWorkflow, []byte(`{"Fail":true,"Message":"x"}`), 0)
-		if err != nil && !errors.Is(err, ErrMissingTaskQueues) {
-			t.Fatalf("StartGate v1: %v", err)
-		}
-		return err == nil, fmt.Sprint(err)
-	})
+	id = startGateWhenPinnable(ctx, ht, api, name, "v1", tq, demoworker.GateWorkflow, []byte(`{"Fail":true,"Message":"x"}`), 0)
 	ht.Eventually(20*time.Second, "gate on v1 failed", func() (bool, string) {
 		gs, err = api.GateResult(ctx, id)
 		return err == nil && gs.Phase != planner.GateRunning, fmt.Sprintf("%+v %v", gs, err)
@@ -297,13 +291,7 @@ func TestGate(t *testing.T) {
 	}
 	timedOut := name + "-timeout"
 	startWorker(ht, timedOut, "v1", tq)
-	ht.Eventually(20*time.Second, "hanging gate started", func() (bool, string) {
-		id, _, err = api.StartGate(ctx, timedOut, "v1", tq, demoworker.GateWorkflow, hang, 2*time.Second)
-		if err != nil && !errors.Is(err, ErrMissingTaskQueues) {
-			t.Fatalf("StartGate: %v", err)
-		}
-		return err == nil, fmt.Sprint(err)
-	})
+	id = startGateWhenPinnable(ctx, ht, api, timedOut, "v1", tq, demoworker.GateWorkflow, hang, 2*time.Second)
 	ht.Eventually(20*time.Second, "the hanging gate timed out", func() (bool, string) {
 		gs, err = api.GateResult(ctx, id)
 		return err == nil && gs.Phase != planner.GateRunning, fmt.Sprintf("%+v %v", gs, err)
@@ -315,13 +303,7 @@ func TestGate(t *testing.T) {
 	// A cancelled gate reads as failed, not as running forever.
 	cancelled := name + "-cancel"
 	startWorker(ht, cancelled, "v1", tq)
-	ht.Eventually(20*time.Second, "gate to cancel started", func() (bool, string) {
-		id, _, err = api.StartGate(ctx, cancelled, "v1", tq, demoworker.GateWorkflow, hang, 0)
-		if err != nil && !errors.Is(err, ErrMissingTaskQueues) {
-			t.Fatalf("StartGate: %v", err)
-		}
-		return err == nil, fmt.Sprint(err)
-	})
+	id = startGateWhenPinnable(ctx, ht, api, cancelled, "v1", tq, demoworker.GateWorkflow, hang, 0)
 	if err := api.CancelGate(ctx, cancelled, "v1"); err != nil {
 		t.Fatal(err)
 	}

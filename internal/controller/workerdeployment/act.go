@@ -230,7 +230,7 @@ func identity(o *observation, build string) workload.Identity {
 }
 
 // actTemporal writes routing (after taking the manager role if needed),
-// starts the gate and deletes retired versions.
+// starts or ends gates and deletes retired versions.
 func (r *Reconciler) actTemporal(ctx context.Context, o *observation, res planner.Result, out *outcome) {
 	token := o.token
 	routable := true
@@ -255,13 +255,7 @@ func (r *Reconciler) actTemporal(ctx context.Context, o *observation, res planne
 			r.currentQueues.forget(keyOf(o.twd))
 		}
 	}
-	if c := res.CancelGate; c != nil {
-		if err := o.api.CancelGate(ctx, o.deploymentName, c.BuildID); err != nil {
-			out.fail(err)
-		} else if out.gate != nil && out.gate.BuildID == c.BuildID {
-			out.gate.Result, out.gate.Message = string(planner.GateCancelled), "cancelled: version "+c.BuildID+" no longer needs it"
-		}
-	}
+	r.endGate(ctx, o, res, out)
 	if g := res.StartGate; g != nil {
 		if err := r.startGate(ctx, o, g, out); err != nil {
 			out.fail(err)

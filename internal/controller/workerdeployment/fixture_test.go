@@ -67,6 +67,8 @@ type stubTemporal struct {
 	backlog map[string]int64
 	// drain is what the drain deadline's and signal's calls see (drain_test.go).
 	drain drainStub
+	// gate is what describing and terminating gate runs see (gate_test.go).
+	gate gateStub
 	// drainedAt are versions that report themselves drained since then,
 	// whatever the summary says (crosscheck_test.go).
 	drainedAt map[string]time.Time

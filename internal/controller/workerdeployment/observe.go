@@ -126,7 +126,7 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 	o.connKey = conn.Params.Key()
 	o.input.Server.NamespaceID = r.Pool.NamespaceID(ownerKey(twd))
 	if o.input.Deletion == nil {
-		if state, token, ok := r.idle.reuse(ctx, o, o.connKey, now); ok {
+		if state, token, ok := r.idle.reuse(ctx, o, o.connKey, now); ok && !gateOpen(twd.Status.Gate) {
 			o.input.Temporal, o.token, o.reused = state, token, true
 			if twd.Spec.Rollout.Gate != nil {
 				// Remembered only while the target is current or waits
@@ -232,10 +232,10 @@ func (r *Reconciler) observeTemporal(ctx context.Context, o *observation) error 
 		v.Described = true
 	}
 	if o.input.Deletion != nil {
-		staleGate(o, true)
-		return nil
+		_, err := staleGate(ctx, o, true)
+		return err
 	}
-	return r.observeGate(ctx, o)
+	return observeGate(ctx, o)
 }
 
 // observeTargetOn completes an earlier describe of the worker deployment
@@ -299,52 +299,6 @@ func (r *Reconciler) describeTarget(ctx context.Context, o *observation, v *plan
 	v.HasPollers = target.HasPollers
 	v.TaskQueuesReady = temporal.TaskQueuesReady(target, current)
 	return nil
-}
-
-// observeGate finds the gate run of the target. A finished run recorded in
-// status is final (a gate runs once per version), so it costs no RPC.
-func (r *Reconciler) observeGate(ctx context.Context, o *observation) error {
-	g := o.twd.Spec.Rollout.Gate
-	if staleGate(o, g == nil) || g == nil {
-		// A stale run is cancelled first; the target's own run is looked
-		// up on the next pass.
-		return nil
-	}
-	if prev := o.twd.Status.Gate; prev != nil && prev.BuildID == o.targetBuildID {
-		o.gate = prev.DeepCopy()
-		if prev.Result == string(planner.GateSucceeded) || prev.Result == string(planner.GateFailed) {
-			o.input.Gate = &planner.GateRun{BuildID: prev.BuildID, Phase: planner.GatePhase(prev.Result), Message: prev.Message}
-			return nil
-		}
-	}
-	if _, registered := o.details[o.targetBuildID]; !registered {
-		return nil // current, or no worker polled yet: no gate to ask about
-	}
-	id := temporal.GateWorkflowID(o.deploymentName, o.targetBuildID)
-	res, err := o.api.GateResult(ctx, id)
-	if errors.Is(err, temporal.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	o.input.Gate = &planner.GateRun{BuildID: o.targetBuildID, Phase: res.Phase, Message: res.Message, StartedAt: res.StartedAt}
-	o.gate = &v1alpha1.GateStatus{BuildID: o.targetBuildID, WorkflowID: id, RunID: res.RunID, Result: string(res.Phase), Message: res.Message}
-	return nil
-}
-
-// staleGate hands the planner a gate run that status shows still running
-// for a version that no longer needs it (not the target, the spec dropped
-// its gate, or the TWD is deleted), so that it is cancelled; status keeps
-// it until then.
-func staleGate(o *observation, unneeded bool) bool {
-	prev := o.twd.Status.Gate
-	if prev == nil || prev.Result != string(planner.GateRunning) || (prev.BuildID == o.targetBuildID && !unneeded) {
-		return false
-	}
-	o.gate = prev.DeepCopy()
-	o.input.Gate = &planner.GateRun{BuildID: prev.BuildID, Phase: planner.GateRunning}
-	return true
 }
 
 // plannerSpec is the part of the spec the rollout rules read. Defaults

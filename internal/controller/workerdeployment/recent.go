@@ -154,7 +154,7 @@ func (c *recentCache) forget(key types.NamespacedName) {
 // pass must read back.
 func writesTemporal(res planner.Result) bool {
 	return res.BecomeManager || res.Routing != nil || len(res.DeleteTemporalVersions) > 0 || res.StartGate != nil ||
-		res.CancelGate != nil || res.DeleteWorkerDeployment || len(res.DrainWork) > 0
+		res.CancelGate != nil || res.TerminateGate != nil || res.DeleteWorkerDeployment || len(res.DrainWork) > 0
 }
 
 // queueCache remembers the task queues of each TWD's current version. They

@@ -1,0 +1,177 @@
+package workerdeployment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/planner"
+	"github.com/rainbow-deploy/rainbow/internal/temporal"
+)
+
+// observeGate finds the gate run of the target. A finished run recorded in
+// status is final (a gate runs once per version), so it costs no RPC.
+func observeGate(ctx context.Context, o *observation) error {
+	g := o.twd.Spec.Rollout.Gate
+	stale, err := staleGate(ctx, o, g == nil)
+	if err != nil || stale || g == nil {
+		// A stale run is ended first; the target's own run is looked up
+		// once it has.
+		return err
+	}
+	if prev := o.gate; prev != nil && prev.BuildID == o.targetBuildID {
+		if prev.Result == string(planner.GateSucceeded) || prev.Result == string(planner.GateFailed) {
+			o.input.Gate = &planner.GateRun{BuildID: prev.BuildID, Phase: planner.GatePhase(prev.Result), Message: prev.Message}
+			return nil
+		}
+	}
+	if _, registered := o.details[o.targetBuildID]; !registered {
+		return nil // current, or no worker polled yet: no gate to ask about
+	}
+	id := temporal.GateWorkflowID(o.deploymentName, o.targetBuildID)
+	res, err := o.api.GateResult(ctx, id)
+	if errors.Is(err, temporal.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	o.input.Gate = &planner.GateRun{BuildID: o.targetBuildID, Phase: res.Phase, Message: res.Message, StartedAt: res.StartedAt}
+	o.gate = &v1alpha1.GateStatus{BuildID: o.targetBuildID, WorkflowID: id, RunID: res.RunID, Result: string(res.Phase), Message: res.Message}
+	return nil
+}
+
+// staleGate hands the planner the gate run status shows, when it is to be
+// ended: one still running for a version that no longer needs it (not the
+// target, the spec dropped its gate, or the TWD is deleted), so that it is
+// cancelled; and one whose cancellation the controller requested
+// (status.gate.cancelRequestedAt, which survives restarts), read afresh
+// from Temporal, so that it is terminated once planner.GateCancelGrace has
+// passed. Status keeps such a run until Temporal shows it ended; it is
+// the only record of it. It reports whether the planner got a run to end.
+func staleGate(ctx context.Context, o *observation, unneeded bool) (bool, error) {
+	prev := o.twd.Status.Gate
+	switch {
+	case prev == nil:
+		return false, nil
+	case prev.Result == string(planner.GateRunning) && prev.CancelRequestedAt != nil:
+		return cancelledGate(ctx, o, prev)
+	case unconfirmedCancel(prev):
+		return unconfirmedGate(ctx, o, prev)
+	case prev.Result != string(planner.GateRunning) || (prev.BuildID == o.targetBuildID && !unneeded):
+		return false, nil
+	}
+	o.gate = prev.DeepCopy()
+	o.input.Gate = &planner.GateRun{BuildID: prev.BuildID, Phase: planner.GateRunning}
+	return true, nil
+}
+
+// cancelledGate reads a run whose cancellation was requested: still
+// running, the planner decides whether to terminate it; ended, status
+// records how (a run gone from Temporal has ended too).
+func cancelledGate(ctx context.Context, o *observation, prev *v1alpha1.GateStatus) (bool, error) {
+	res, err := readGate(ctx, o, prev)
+	if err != nil {
+		return false, err
+	}
+	g := prev.DeepCopy()
+	g.RunID = res.RunID
+	o.gate = g
+	if res.Phase == planner.GateRunning {
+		o.input.Gate = &planner.GateRun{BuildID: g.BuildID, Phase: planner.GateRunning, StartedAt: res.StartedAt,
+			CancelRequestedAt: prev.CancelRequestedAt.Time}
+		return true, nil
+	}
+	g.Result, g.Message = string(res.Phase), res.Message
+	o.input.Gate = &planner.GateRun{BuildID: g.BuildID, Phase: res.Phase, Message: res.Message}
+	return false, nil
+}
+
+// readGate reads the latest run of a gate status records; one gone from
+// Temporal (retention, or the namespace was reset) has ended.
+func readGate(ctx context.Context, o *observation, prev *v1alpha1.GateStatus) (temporal.GateStatus, error) {
+	res, err := o.api.GateResult(ctx, prev.WorkflowID)
+	if errors.Is(err, temporal.ErrNotFound) {
+		return temporal.GateStatus{Phase: planner.GateCancelled, Message: "the gate workflow is gone from Temporal", RunID: prev.RunID}, nil
+	}
+	return res, err
+}
+
+// legacyCancelMessage starts the message with which controllers before
+// status.gate.cancelRequestedAt marked a run Cancelled as soon as they had
+// requested its cancellation, whether it then ended or not.
+const legacyCancelMessage = "cancelled: version "
+
+// unconfirmedCancel: status says Cancelled only because a cancellation was
+// requested, by an earlier controller version.
+func unconfirmedCancel(g *v1alpha1.GateStatus) bool {
+	return g.Result == string(planner.GateCancelled) && g.CancelRequestedAt == nil && strings.HasPrefix(g.Message, legacyCancelMessage)
+}
+
+// unconfirmedGate looks once at a run an earlier controller version asked
+// to cancel and took for ended. Still running, it is handed to the
+// planner as running, so that it is cancelled again, now with a time to
+// terminate it at; ended, status records how, and it is not looked at
+// again.
+func unconfirmedGate(ctx context.Context, o *observation, prev *v1alpha1.GateStatus) (bool, error) {
+	res, err := readGate(ctx, o, prev)
+	if err != nil {
+		return false, err
+	}
+	g := prev.DeepCopy()
+	g.RunID, g.Result, g.Message = res.RunID, string(res.Phase), res.Message
+	o.gate = g
+	if res.Phase != planner.GateRunning {
+		return false, nil
+	}
+	o.input.Gate = &planner.GateRun{BuildID: g.BuildID, Phase: planner.GateRunning, StartedAt: res.StartedAt}
+	return true, nil
+}
+
+// gateOpen: status records a gate run that has not ended. An idle TWD's
+// remembered state is not reused then: those passes look at no gate, and
+// this run must be seen ending or terminated on time.
+func gateOpen(g *v1alpha1.GateStatus) bool {
+	return g != nil && g.Result == string(planner.GateRunning)
+}
+
+// endGate requests the cancellation of a gate run nobody needs, or
+// terminates one that ignored the request, and records it in status: the
+// time of the request, which the planner's grace period counts from
+// across restarts, and the termination.
+func (r *Reconciler) endGate(ctx context.Context, o *observation, res planner.Result, out *outcome) {
+	if c := res.CancelGate; c != nil {
+		if err := o.api.CancelGate(ctx, o.deploymentName, c.BuildID); err != nil {
+			out.fail(err)
+		} else if g := out.gate; g != nil && g.BuildID == c.BuildID {
+			// Taken after Temporal recorded the request, and rounded up to
+			// the second status keeps, so the grace period is never
+			// shorter than the run's history shows.
+			at := ceilSecond(r.Clock.Now())
+			g.Result, g.CancelRequestedAt = string(planner.GateRunning), &metav1.Time{Time: at}
+			g.Message = fmt.Sprintf("cancellation requested: %s; terminated at %s if still running", c.Reason,
+				at.Add(planner.GateCancelGrace).UTC().Format(time.RFC3339))
+		}
+	}
+	if t := res.TerminateGate; t != nil {
+		if err := o.api.TerminateGate(ctx, o.deploymentName, t.BuildID, t.Reason); err != nil {
+			out.fail(err)
+		} else if g := out.gate; g != nil && g.BuildID == t.BuildID {
+			g.Result = string(planner.GateCancelled)
+			g.Message = fmt.Sprintf("terminated: it did not end within %s of its cancellation request", planner.GateCancelGrace)
+		}
+	}
+}
+
+// ceilSecond rounds t up to a whole second (metav1.Time keeps seconds).
+func ceilSecond(t time.Time) time.Time {
+	if s := t.Truncate(time.Second); !s.Equal(t) {
+		return s.Add(time.Second)
+	}
+	return t
+}
