@@ -32,6 +32,11 @@ const (
 	ReasonWaitingForPollers   = "WaitingForPollers"
 	ReasonWaitingForPromotion = "WaitingForPromotion"
 	ReasonRamping             = "Ramping"
+	// ReasonWaitingForTemporal: the rollout waits on Temporal, not on a
+	// person: reads throttled or failing for less than the outage bound,
+	// or a routing change Temporal accepted and is still applying to the
+	// task queues (until then new workflows may go by the old routing).
+	ReasonWaitingForTemporal = "WaitingForTemporal"
 
 	ReasonTemporalConnectionNotFound   = "TemporalConnectionNotFound"
 	ReasonAuthSecretInvalid            = "AuthSecretInvalid"

@@ -102,6 +102,10 @@ func run(ctx context.Context, dir, kubeBin, nodeName string, apiPort, etcdPort i
 		tOpts.DynamicConfig[k] = v
 	}
 
+	// A test that writes this file holds routing changes back from the
+	// task queues' non-root partitions (test/integration/propagation_test.go).
+	tOpts.PropagationHold = filepath.Join(dir, temporaldev.PropagationHoldFile)
+
 	start := time.Now()
 	progress("starting Temporal dev server")
 	tOpts.LogOutput, err = os.OpenFile(filepath.Join(dir, "temporal.log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)

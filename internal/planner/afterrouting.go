@@ -7,18 +7,22 @@ import (
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 )
 
-// AfterRouting is the worker deployment as Temporal reports it once a
-// routing write it accepted has landed, from s, the state the write was
-// planned on. The caller writes status from it at once rather than a pass
-// later, when a describe would show the same. What only Temporal knows
-// stays unknown: when the version that lost its traffic started draining
-// (so no drain rule acts on it), and the exact times of the change, taken
-// as at (the ramp's change time, which the next step's pause is counted
-// from, is replaced by Temporal's at the next describe).
+// AfterRouting is the worker deployment as Temporal reports it right after
+// accepting a routing write planned on s: routed anew, and still applying
+// the change to the task queues (RoutingPropagating), which the next
+// describe says the end of. The caller writes status from it at once. What
+// only Temporal knows stays unknown: when the version that lost its
+// traffic started draining (so no drain rule acts on it), and the exact
+// times of the change, taken as at (the ramp's change time, which the next
+// step's pause is counted from, is replaced by Temporal's at the next
+// describe).
 func AfterRouting(s *TemporalState, r Routing, identity string, at time.Time) *TemporalState {
 	c := *s
 	c.Versions = slices.Clone(s.Versions)
 	c.LastModifierIdentity = identity
+	// Temporal applies the change to the task queues after accepting it;
+	// the next describe says when it has.
+	c.RoutingPropagating = true
 	prevCurrent, prevRamping := s.CurrentBuildID, s.RampingBuildID
 	switch r.Op {
 	case SetCurrent:

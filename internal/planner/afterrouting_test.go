@@ -8,8 +8,8 @@ import (
 )
 
 // TestAfterRouting: the state after each routing write a plan makes is one
-// the next plan accepts as done: no routing again, and the statuses
-// Temporal reports.
+// the next plan accepts as done once Temporal applied it: no routing
+// again, and the statuses Temporal reports.
 func TestAfterRouting(t *testing.T) {
 	for name, tc := range map[string]struct {
 		in      Input
@@ -45,6 +45,17 @@ func TestAfterRouting(t *testing.T) {
 			if again.Routing != nil {
 				t.Errorf("after the write the plan routes again: %+v", *again.Routing)
 			}
+			if again.Ready.Status == "True" || !again.RoutingPropagating {
+				t.Errorf("Ready = %s, RoutingPropagating = %v while Temporal still applies the write; want not Ready", again.Ready.Status, again.RoutingPropagating)
+			}
+			// The next describe: Temporal applied it.
+			applied := after
+			applied.Temporal = copyOf(after.Temporal)
+			applied.Temporal.RoutingPropagating = false
+			again = Plan(applied)
+			if again.Routing != nil {
+				t.Errorf("once applied the plan routes again: %+v", *again.Routing)
+			}
 			if got := again.Ready.Status == "True"; got != tc.ready {
 				t.Errorf("Ready = %s (%s), want ready %v", again.Ready.Status, again.Ready.Message, tc.ready)
 			}
@@ -79,4 +90,9 @@ func TestAfterDeletions(t *testing.T) {
 	if len(after.Versions) != len(in.Temporal.Versions)-1 {
 		t.Errorf("versions %v, want all but v0 of %v", after.Versions, in.Temporal.Versions)
 	}
+}
+
+func copyOf(s *TemporalState) *TemporalState {
+	c := *s
+	return &c
 }

@@ -13,6 +13,11 @@
 //     for it when its build ID was generated from the template or it carries
 //     the migrated tool's temporal.io/pod-template-spec-hash: ours is recorded.
 //   - Without Temporal's state nothing is routed, scaled down or deleted.
+//     Reads that Temporal throttles, or that fail for less than
+//     TemporalOutageBound (Input.TemporalError.Since), leave the rollout
+//     moving (WaitingForTemporal); only reads failing longer block it
+//     (TemporalStateFetchFailed), so that no CD tool fails a rollout that
+//     goes on a moment later.
 //   - Traffic goes only to a version whose Deployment is available and whose
 //     workers poll every task queue (WaitingForPollers until then). For 10s
 //     after the Deployment became available Temporal is looked at every
@@ -38,6 +43,12 @@
 //     the request's time in status (GateRun.CancelRequestedAt), so across
 //     restarts; such a run gives no verdict. One run at a time: the next
 //     gate starts, and a deletion removes its finalizer, once it has ended.
+//   - While Temporal still applies an accepted routing change to the task
+//     queues' partitions (TemporalState.RoutingPropagating), no other
+//     routing change is written and the target is not Ready; status keeps
+//     the routing it showed (Result.RoutingPropagating). Ready, the current
+//     version and the ramp in status mean that Temporal applies them to
+//     new workflows.
 //   - Manual never writes routing, AllAtOnce makes the target current,
 //     Progressive ramps through the steps (each pause timed from Temporal's
 //     ramp change time) and then makes it current. The first version of a
@@ -115,8 +126,9 @@
 // deployment, and the finalizer. Without Temporal's state nothing is
 // deleted; another manager's routing is never touched (see planDeletion).
 //
-// Ready is true iff the target is current and its Deployment runs the
-// spec's template (a custom build ID's in-place update has rolled). Plan asks to be called again in
+// Ready is true iff the target is current, Temporal has applied that to
+// every task queue partition, and its Deployment runs the spec's template
+// (a custom build ID's in-place update has rolled). Plan asks to be called again in
 // a second while it waits on Temporal, at the exact time of the next step or
 // sunset deadline, and otherwise within a minute.
 package planner

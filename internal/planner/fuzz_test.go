@@ -166,6 +166,7 @@ func fuzzInput(data []byte) Input {
 			RampingBuildID:       build(),
 			RampPercentage:       int32(s.intn(101)),
 			UnversionedPollers:   s.bool(),
+			RoutingPropagating:   s.intn(4) == 0,
 		}
 		if s.bool() {
 			ts.RampChangedAt = t0.Add(s.offset())
@@ -191,7 +192,9 @@ func fuzzInput(data []byte) Input {
 		}
 		in.Temporal = ts
 	} else if s.bool() {
-		in.TemporalError = &Problem{Reason: "TemporalClientCreationFailed", Message: "dial failed"}
+		in.TemporalError = pick(s, &Problem{Reason: "TemporalClientCreationFailed", Message: "dial failed"},
+			&Problem{Reason: v1alpha1.ReasonTemporalStateFetchFailed, Message: "unavailable", Since: t0.Add(pick(s, -time.Second, -59*time.Second, -61*time.Second))},
+			&Problem{Reason: v1alpha1.ReasonTemporalStateFetchFailed, Message: "throttled", Since: t0.Add(pick(s, -time.Second, -time.Hour)), Throttled: true})
 	}
 	if s.intn(3) == 0 {
 		in.Deletion = &Deletion{
@@ -291,6 +294,22 @@ func safetyViolations(in Input, r Result) []error {
 
 	if r.RequeueAfter <= 0 || r.RequeueAfter > time.Minute {
 		bad("RequeueAfter = %s, want in (0, 1m]", r.RequeueAfter)
+	}
+	// Status promises what new workflows get: while Temporal still applies
+	// a routing change, no other is written and the target is not Ready.
+	if ts != nil && ts.RoutingPropagating {
+		if r.Routing != nil {
+			bad("routing written (%+v) while Temporal still applies the last change", *r.Routing)
+		}
+		if r.Ready.Status == metav1.ConditionTrue || !r.RoutingPropagating {
+			bad("Ready = %s, RoutingPropagating = %v while Temporal still applies a routing change", r.Ready.Status, r.RoutingPropagating)
+		}
+	}
+	// A throttle, or reads failing for less than the outage bound, is never
+	// reported as a failure (kstatus Failed, Argo CD Degraded).
+	if e := in.TemporalError; ts == nil && e != nil && e.Reason == v1alpha1.ReasonTemporalStateFetchFailed &&
+		(e.Throttled || in.Now.Sub(e.Since) < TemporalOutageBound) && r.Ready.Reason == v1alpha1.ReasonTemporalStateFetchFailed {
+		bad("reads failing since %s (throttled %v) reported as %s", e.Since, e.Throttled, r.Ready.Reason)
 	}
 	if d, ok := depOf[in.Spec.TargetBuildID]; ok && ts != nil && ts.CurrentBuildID != in.Spec.TargetBuildID && r.Ready.Reason == v1alpha1.ReasonWaitingForPollers &&
 		d.Available && !d.Rolling && r.UpdateDeployment == nil && d.Replicas > 0 &&
@@ -450,7 +469,7 @@ func safetyViolations(in Input, r Result) []error {
 		if r.Ready.Status == metav1.ConditionTrue {
 			bad("Ready = True while the target's workers use another server")
 		}
-	} else if targetCurrent && (r.Ready.Status == metav1.ConditionTrue) == rolling {
+	} else if targetCurrent && !ts.RoutingPropagating && (r.Ready.Status == metav1.ConditionTrue) == rolling {
 		bad("Ready = %s for a current target whose Deployment rolls a changed template: %v", r.Ready.Status, rolling)
 	}
 	if u := r.UpdateDeployment; u != nil && u.BuildID != in.Spec.TargetBuildID {

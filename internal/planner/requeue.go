@@ -26,11 +26,26 @@ const (
 	requeuePollersGone = 20 * time.Second
 	// requeueTemporalDown: Temporal could not be read; retry without hammering it.
 	requeueTemporalDown = 10 * time.Second
+	// requeuePropagation: Temporal applies an accepted routing change to
+	// the task queues' partitions within tens to hundreds of milliseconds.
+	requeuePropagation = 200 * time.Millisecond
 	// requeueIdle: nothing moves; poll Temporal about once a minute for
 	// external changes and drainage (Temporal refreshes drainage every few
 	// minutes, so polling draining versions faster gains nothing).
 	requeueIdle = time.Minute
 )
+
+// TemporalOutageBound: reads of a worker deployment that fail, other than
+// by throttling, for longer than this are an outage and the rollout is
+// blocked (TemporalStateFetchFailed, which kstatus reads as Failed);
+// before, it waits (WaitingForTemporal). Temporal refuses reads for a few
+// seconds after each routing change, and a restarting frontend is back in
+// seconds: neither may fail a CD pipeline.
+const TemporalOutageBound = time.Minute
+
+// propagationDue: an accepted routing change usually reaches every
+// partition within this long; later the look backs off.
+const propagationDue = 2 * time.Second
 
 // taskQueuesDue: a registered version's other task queue types arrive
 // within this long; later, they are not about to.

@@ -246,7 +246,21 @@ func (v *view) deletableInTemporal(build string) bool {
 // down or deleted.
 func temporalUnknown(v *view, p *plan) progress {
 	p.after(requeueTemporalDown)
-	if e := v.in.TemporalError; e != nil && e.Reason != "" {
+	e := v.in.TemporalError
+	if e != nil && e.Reason == v1alpha1.ReasonTemporalStateFetchFailed && !e.Since.IsZero() {
+		// A throttle, or reads failing for a moment, is no failure:
+		// CD tools must not fail a rollout that goes on seconds later.
+		if lasted := v.now().Sub(e.Since); e.Throttled || lasted < TemporalOutageBound {
+			msg := e.Message
+			if !e.Throttled {
+				msg += fmt.Sprintf("; reported as an outage (TemporalStateFetchFailed) if reads still fail at %s",
+					e.Since.Add(TemporalOutageBound).UTC().Format(time.RFC3339))
+				p.afterDeadline(v.now(), e.Since.Add(TemporalOutageBound))
+			}
+			return movingBecause(v1alpha1.ReasonWaitingForTemporal, "waiting for Temporal: "+msg)
+		}
+	}
+	if e != nil && e.Reason != "" {
 		return blockedBecause(e.Reason, e.Message)
 	}
 	return blockedBecause(v1alpha1.ReasonTemporalStateFetchFailed, fmt.Sprintf(

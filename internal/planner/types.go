@@ -202,6 +202,10 @@ type TemporalState struct {
 	// version (TemporalVersion.FirstActivatedAt), so a version without that
 	// time was never current or ramping.
 	ReportsActivation bool
+	// RoutingPropagating: Temporal accepted a routing change and is still
+	// applying it to the task queues' partitions; until it has, new
+	// workflows may still be routed as before.
+	RoutingPropagating bool
 	// Versions are the registered versions, one per build ID.
 	Versions []TemporalVersion
 }
@@ -285,6 +289,13 @@ type GateRun struct {
 type Problem struct {
 	Reason  string
 	Message string
+	// Since is when reads of the worker deployment began to fail, for a
+	// TemporalStateFetchFailed; zero otherwise. Within TemporalOutageBound
+	// of it the rollout is reported as waiting, not blocked.
+	Since time.Time
+	// Throttled: Temporal refused the read for load. A throttle is never
+	// reported as blocked, however long it lasts.
+	Throttled bool
 }
 
 // Result is what the controller should do, and the status to report.
@@ -335,6 +346,10 @@ type Result struct {
 	WaitsFor PersonWait
 	// Versions, sorted by build ID, for status.
 	Versions []Version
+	// RoutingPropagating: Temporal still applies a routing change, so
+	// status keeps showing the routing (current, ramping, ramp) it showed
+	// before: status promises what new workflows get.
+	RoutingPropagating bool
 	// OwnedResourceStatus is each owned resource's status if every apply
 	// and delete of OwnedResources succeeds; the executor records failures.
 	OwnedResourceStatus []OwnedResourceStatus

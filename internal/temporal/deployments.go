@@ -73,6 +73,9 @@ func stateFromInfo(info *deploymentpb.WorkerDeploymentInfo) *planner.TemporalSta
 		LastModifierIdentity: info.GetLastModifierIdentity(),
 		CurrentBuildID:       rc.GetCurrentDeploymentVersion().GetBuildId(),
 		RampingBuildID:       rc.GetRampingDeploymentVersion().GetBuildId(),
+		// Servers before 1.29 leave it unspecified: their routing writes
+		// return once applied.
+		RoutingPropagating: info.GetRoutingConfigUpdateState() == enumspb.ROUTING_CONFIG_UPDATE_STATE_IN_PROGRESS,
 	}
 	// A ramp to unversioned workers has no build ID; the planner has no
 	// way to express it, so it is reported as no ramp.

@@ -1,6 +1,7 @@
 package temporal
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"regexp"
@@ -37,6 +38,15 @@ var (
 	// internal workflow is busy, or a rate limit). Retry shortly.
 	ErrBusy = errors.New("Temporal is busy; retry shortly")
 )
+
+// Unanswered reports whether a call failed only because Temporal did not
+// answer: unavailable, or no answer in time. Nothing is known to be
+// wrong, and the next pass tries again.
+func Unanswered(err error) bool {
+	var unavailable *serviceerror.Unavailable
+	var late *serviceerror.DeadlineExceeded
+	return errors.As(err, &unavailable) || errors.As(err, &late) || errors.Is(err, context.DeadlineExceeded)
+}
 
 // RetryAfter is how soon to retry a call Temporal throttled: a worker
 // deployment's internal workflow that is busy with a routing change frees

@@ -145,7 +145,12 @@ func TestTemporalOutage(t *testing.T) {
 	for i := 0; i < rounds; i++ {
 		w := f.midRamp(fmt.Sprintf("v%d", 3+i), "temporal-outage", faultproxy.TemporalFault{Down: true}, s.Length(20*time.Second, 5*time.Minute),
 			"Ready and Progressing say Temporal cannot be read", func(ready, prog metav1.Condition, _ time.Time) bool {
-				return outageReason(prog.Reason) && prog.Status == metav1.ConditionFalse && ready.Status != metav1.ConditionTrue &&
+				// Waiting for the first minute of failing reads, an outage
+				// after: either way not Ready, and the message names what
+				// to check.
+				waiting := prog.Reason == v1alpha1.ReasonWaitingForTemporal && prog.Status == metav1.ConditionTrue
+				blocked := outageReason(prog.Reason) && prog.Status == metav1.ConditionFalse
+				return (waiting || blocked) && ready.Status != metav1.ConditionTrue &&
 					strings.Contains(prog.Message, "TemporalConnection") // names what to check
 			})
 		last = w.build

@@ -366,9 +366,6 @@ func TestCDToolsFollowARollout(t *testing.T) {
 		t.Spec.Template.Spec.Containers[0].Image = "rainbow.local/demo-worker:v3"
 		t.Spec.Rollout.Gate = &v1alpha1.GateWorkflow{WorkflowType: demoworker.GateWorkflow, Input: failing}
 	})
-	// (A read of the new version can fail for a moment right after it
-	// registers, TemporalStateFetchFailed: Failed and Degraded too, but not
-	// yet the gate's verdict.)
 	blocked := r.waitView(2*time.Minute, "a failed gate: Failed and Degraded", func(v cdView) bool {
 		return v.kstatus == status.FailedStatus && v.health.Status == "Degraded" &&
 			hasCondition(r.get(), v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonGateFailed)

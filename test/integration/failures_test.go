@@ -115,8 +115,18 @@ func TestTemporalOutageScalesNothingDown(t *testing.T) {
 	proxy.stop()
 	r.setImage("v3")
 	v3 := r.buildID()
-	r.waitOutageReason()
+	// For the first minute the rollout waits for Temporal (no CD tool
+	// fails it), then it is reported as an outage.
+	r.waitFor(time.Minute, "Progressing=True with reason WaitingForTemporal, not Stalled", func(t *v1alpha1.TemporalWorkerDeployment) bool {
+		c := findCondition(t, v1alpha1.ConditionProgressing)
+		return c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonWaitingForTemporal && strings.Contains(c.Message, "TemporalConnection") &&
+			hasCondition(t, v1alpha1.ConditionStalled, metav1.ConditionFalse, v1alpha1.ReasonWaitingForTemporal)
+	})
 	r.holdsWorkers(max(15*time.Second, time.Until(due)+10*time.Second), v1)
+	r.waitOutageReason()
+	if !hasCondition(r.get(), v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonTemporalStateFetchFailed) {
+		t.Fatalf("an outage past the bound is not Stalled: %s", describe(r.get()))
+	}
 	if cur := r.get().Status.CurrentVersion; cur == nil || cur.BuildID != v2 {
 		t.Fatalf("the current version changed during the outage: %s", describe(r.get()))
 	}
@@ -143,7 +153,7 @@ func TestTemporalOutageScalesNothingDown(t *testing.T) {
 // reached.
 func (r *rollout) waitOutageReason() *v1alpha1.TemporalWorkerDeployment {
 	r.Helper()
-	got := r.waitFor(2*time.Minute, "an outage reason on Ready and Progressing", func(t *v1alpha1.TemporalWorkerDeployment) bool {
+	got := r.waitFor(3*time.Minute, "an outage reason on Ready and Progressing", func(t *v1alpha1.TemporalWorkerDeployment) bool {
 		c := findCondition(t, v1alpha1.ConditionProgressing)
 		return c.Status == metav1.ConditionFalse &&
 			(c.Reason == v1alpha1.ReasonTemporalStateFetchFailed || c.Reason == v1alpha1.ReasonTemporalClientCreationFailed)

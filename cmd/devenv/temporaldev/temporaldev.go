@@ -56,8 +56,11 @@ type Options struct {
 	Namespaces    []string       // registered at start; default ["default"]
 	DBFile        string         // sqlite file; "" = in-memory (ephemeral)
 	DynamicConfig map[string]any // overrides merged over DefaultDynamicConfig()
-	LogLevel      string         // "warn" default; logs go to LogOutput
-	LogOutput     io.Writer      // default os.Stderr
+	// PropagationHold, if set, is the file whose duration holds back
+	// routing changes on their way to the task queues (PropagationHoldFile).
+	PropagationHold string
+	LogLevel        string    // "warn" default; logs go to LogOutput
+	LogOutput       io.Writer // default os.Stderr
 }
 
 // Server is a running development server. Create it with Start.
@@ -185,6 +188,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		temporal.WithAuthorizer(authorizer),
 		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper }),
 		temporal.WithDynamicConfigClient(staticDynamicConfig(o.DynamicConfig)),
+		temporal.WithClientFactoryProvider(newHoldingFactoryProvider(o.PropagationHold)),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("create temporal server: %w", err)

@@ -32,6 +32,9 @@ const (
 type outcome struct {
 	// failed are errors the user should see (PlanExecutionFailed).
 	failed []error
+	// momentary: every failure is Temporal not answering, for less than
+	// planner.TemporalOutageBound; the rollout is not reported failed.
+	momentary bool
 	// retrySoon: a write lost a race (conflict) and is retried shortly;
 	// the plan's conditions still describe the state.
 	retrySoon bool

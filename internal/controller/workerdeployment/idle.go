@@ -288,7 +288,7 @@ func keyOf(twd *v1alpha1.TemporalWorkerDeployment) types.NamespacedName {
 // none waits to be deleted from Temporal (drainage and pollers show only in
 // a describe).
 func idle(res planner.Result) bool {
-	if res.Acts() || (res.State != planner.StateComplete && res.WaitsFor == "") {
+	if res.Acts() || res.RoutingPropagating || (res.State != planner.StateComplete && res.WaitsFor == "") {
 		return false
 	}
 	for _, v := range res.Versions {

@@ -62,7 +62,7 @@ func (c *recentCache) remember(o *observation, res planner.Result, out outcome, 
 		describedAt = o.describedAt
 	}
 	if o.api == nil || o.input.Temporal == nil || o.input.Deletion != nil || o.retryBusy > 0 ||
-		len(out.failed) > 0 || out.retrySoon || len(o.drainErrs) > 0 || writesTemporal(res) || res.WaitsFor != "" ||
+		len(out.failed) > 0 || out.retrySoon || len(o.drainErrs) > 0 || writesTemporal(res) || res.WaitsFor != "" || res.RoutingPropagating ||
 		o.twd.Spec.Rollout.Gate != nil {
 		c.forget(key)
 		return

@@ -65,6 +65,11 @@ type Reconciler struct {
 
 	idle      idleCache
 	throttled throttles
+	// unreadable: since when reads of each TWD's worker deployment have
+	// failed other than by throttling (the planner's outage bound).
+	unreadable throttles
+	// unanswered: since when Temporal has not answered each TWD's writes.
+	unanswered throttles
 	// recent and currentQueues spare Temporal reads during a rollout.
 	recent        recentCache
 	currentQueues queueCache
@@ -163,6 +168,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			r.polled.forget(req.NamespacedName)
 			r.drainage.forget(req.NamespacedName)
 			r.throttled.clear(req.NamespacedName)
+			r.unreadable.clear(req.NamespacedName)
+			r.unanswered.clear(req.NamespacedName)
 			r.watch.forget(req.NamespacedName)
 			r.Backlogs.forget(req.NamespacedName)
 			r.Pool.Forget(ownerKey(&v1alpha1.TemporalWorkerDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name}}))
@@ -192,6 +199,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	r.crossCheckDrainage(ctx, o)
 	r.Backlogs.fillBacklogs(ctx, o)
 	if o.retryBusy > 0 {
+		// Temporal answered, if only to refuse: no outage runs.
+		r.unreadable.clear(req.NamespacedName)
 		th := r.throttled.note(req.NamespacedName, now)
 		next := throttleBackoff(o.retryBusy, th.attempts, randomJitter())
 		if twd.Status.ObservedGeneration == twd.Generation && !deleting {
@@ -203,17 +212,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{RequeueAfter: next}, nil
 		}
 		// A spec not acted on yet: plan without Temporal's state (nothing
-		// is routed, scaled down or deleted) so status describes it.
-		o.input.TemporalError.Message = throttleSince(th) + ": " + o.input.TemporalError.Message
+		// is routed, scaled down or deleted) so status describes it, as
+		// waiting: a throttle is no failure.
+		e := o.input.TemporalError
+		e.Message = throttleSince(th) + ": " + e.Message
+		e.Since, e.Throttled = th.since, true
 		o.retryBusy = next
 	} else {
 		r.throttled.clear(req.NamespacedName)
+		if e := o.input.TemporalError; e != nil && e.Reason == v1alpha1.ReasonTemporalStateFetchFailed {
+			e.Since = r.unreadable.note(req.NamespacedName, now).since
+		} else {
+			r.unreadable.clear(req.NamespacedName)
+		}
 	}
 	res := planner.Plan(o.input)
 	observed := r.Clock.Since(now)
 	out := r.act(ctx, o, res, now)
 	acted := r.Clock.Since(now)
 	ownedFailed := r.actOwned(ctx, o, res, now)
+	if unanswered(out.failed) {
+		out.momentary = now.Sub(r.unanswered.note(req.NamespacedName, now).since) < planner.TemporalOutageBound
+	} else {
+		r.unanswered.clear(req.NamespacedName)
+	}
 	r.recordEvents(o, res, out)
 
 	if res.RemoveFinalizer && len(out.failed) == 0 && !out.retrySoon {

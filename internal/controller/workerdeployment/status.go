@@ -8,6 +8,7 @@ import (
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/internal/planner"
+	"github.com/rainbow-deploy/rainbow/internal/temporal"
 )
 
 // newStatus is the whole status after a pass, from the previous status, the
@@ -34,6 +35,9 @@ func newStatus(old v1alpha1.TemporalWorkerDeploymentStatus, generation int64, re
 	}
 	for _, pv := range res.Versions {
 		wv := workerVersion(pv, previous[pv.BuildID], now)
+		if res.RoutingPropagating {
+			wv = routedAsBefore(wv, previous[pv.BuildID])
+		}
 		if tq, ok := taskQueues[pv.BuildID]; ok {
 			wv.TaskQueues = tq
 		}
@@ -78,16 +82,54 @@ func kstatusConditions(res planner.Result) (reconciling, stalled planner.Conditi
 	return yes, no
 }
 
+// unanswered: every error is Temporal not answering a call.
+func unanswered(errs []error) bool {
+	for _, err := range errs {
+		if !temporal.Unanswered(err) {
+			return false
+		}
+	}
+	return len(errs) > 0
+}
+
 // withOutcome reports a failed step on both conditions instead of what the
 // plan expected to happen.
 func withOutcome(res planner.Result, out outcome) planner.Result {
 	if len(out.failed) == 0 {
 		return res
 	}
+	if out.momentary {
+		// Temporal did not answer a write for a moment: the plan's
+		// conditions stand, and say it is retried.
+		note := "; retrying what Temporal did not answer: " + joinErrors(out.failed)
+		res.Progressing.Message += note
+		if res.Ready.Status != metav1.ConditionTrue {
+			res.Ready.Message += note
+		}
+		return res
+	}
 	failed := planner.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonPlanExecutionFailed,
 		Message: joinErrors(out.failed) + "; the controller retries, and the Deployment and Temporal stay as they were for the failed steps"}
 	res.Ready, res.Progressing = failed, failed
 	return res
+}
+
+// routedAsBefore keeps a version's routing as status showed it while
+// Temporal still applies a routing change: status promises what new
+// workflows get, and until every task queue partition has the change they
+// may get the old routing.
+func routedAsBefore(wv, prev v1alpha1.WorkerVersion) v1alpha1.WorkerVersion {
+	routed := func(s v1alpha1.VersionStatus) bool {
+		return s == v1alpha1.VersionCurrent || s == v1alpha1.VersionRamping
+	}
+	switch {
+	case prev.BuildID == "" && routed(wv.Status):
+		// Not shown before: registered, and no new workflow yet.
+		wv.Status, wv.RampPercentage, wv.RampingSince = v1alpha1.VersionInactive, nil, nil
+	case prev.BuildID != "" && (routed(wv.Status) || routed(prev.Status)):
+		wv.Status, wv.RampPercentage, wv.RampingSince = prev.Status, prev.RampPercentage, prev.RampingSince
+	}
+	return wv
 }
 
 func workerVersion(pv planner.Version, prev v1alpha1.WorkerVersion, now time.Time) v1alpha1.WorkerVersion {
