@@ -26,6 +26,10 @@ var fuzzSeeds = []string{
 	`{"kind":"Pod","metadata":{"name":"a","namespace":"b"},"spec":{"minReplicas":0,"scaleTargetRef":{},"selector":{"matchLabels":{"a":"b"}}}}`,
 	`{"apiVersion":"a/b/c","kind":3,"spec":{"triggers":[{"scaleTargetRef":null},{"matchLabels":"z"}]}}`,
 	`{"apiVersion":"v1","kind":"X","a":"{{ range 9 }}{{ end }}","b":"{{ index .BuildID 99 }}","c":"{{ with .BuildID }}{{ .X }}{{ end }}"}`,
+	// As kubectl apply without --server-side leaves them, and with {}.
+	`{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"maxReplicas":5}}`,
+	`{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","spec":{"selector":{}}}`,
+	`{"apiVersion":"x/v1","kind":"Y","spec":{"scaleTargetRef":{},"triggers":[{"matchLabels":{}}]}}`,
 }
 
 // FuzzValidate checks the webhook's rules on arbitrary spec.objects: no
@@ -122,6 +126,9 @@ func FuzzHandle(f *testing.F) {
 		f.Add(uint8(i), []byte(fuzzTWOR+s+`}}`), []byte(fuzzTWOR+goodHPA+`}}`))
 	}
 	f.Add(uint8(0), []byte(`{`), []byte(nil))
+	// kubectl's client-side apply: a dropped null the annotation still has.
+	f.Add(uint8(0), []byte(`{"apiVersion":"temporal.io/v1alpha1","kind":"TemporalWorkerOwnedResource","metadata":{"annotations":{"kubectl.kubernetes.io/last-applied-configuration":`+
+		`"{\"spec\":{\"object\":{\"spec\":{\"a\":{\"scaleTargetRef\":null}}}}}"}},"spec":{"workerRef":{"name":"w"},"object":{"apiVersion":"x/v1","kind":"Y","spec":{"a":{}}}}}`), []byte(nil))
 	scheme := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		f.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -21,8 +22,9 @@ import (
 // would run once per worker version beside the versioned Deployments.
 var DefaultBannedKinds = []string{"Deployment", "StatefulSet", "Job", "Pod", "CronJob"}
 
-// sentinelFields are the keys the controller fills in for each version: a
-// user may only mark them with null (or leave them out).
+// sentinelFields say what the controller fills in for each version under
+// the keys of ownedresource.IsSentinelKey: a user may only mark them with
+// null or {} (or leave them out).
 var sentinelFields = map[string]string{
 	"scaleTargetRef": "the controller sets it to the version's Deployment",
 	"matchLabels":    "the controller sets it to the version's pod selector labels",
@@ -48,6 +50,7 @@ func Validate(twor, old *v1alpha1.TemporalWorkerOwnedResource, banned []string) 
 	errs = append(errs, validateMetadata(obj)...)
 	errs = append(errs, validateMinReplicas(obj)...)
 	errs = append(errs, validateSentinels(obj, objectPath)...)
+	errs = append(errs, validateDroppedSentinels(twor, obj)...)
 	return errs
 }
 
@@ -159,21 +162,16 @@ func validateMinReplicas(obj map[string]any) field.ErrorList {
 	return nil
 }
 
-// validateSentinels walks v, refusing a non-null value under any key of
-// sentinelFields and a string whose template fails for every version.
-// Map keys are visited in order, so errors are stable.
+// validateSentinels walks v, refusing a value other than null or {} under
+// any key of sentinelFields and a string whose template fails for every
+// version. Map keys are visited in order, so errors are stable.
 func validateSentinels(v any, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	switch v := v.(type) {
 	case map[string]any:
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			if why, ok := sentinelFields[k]; ok && v[k] != nil {
-				errs = append(errs, field.Forbidden(p.Child(k), "must be null or absent: "+why))
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			if why, ok := sentinelFields[k]; ok && !ownedresource.IsSentinel(k, v[k]) {
+				errs = append(errs, field.Forbidden(p.Child(k), "must be null, {} or absent: "+why))
 				continue
 			}
 			errs = append(errs, validateSentinels(v[k], p.Child(k))...)
@@ -190,6 +188,66 @@ func validateSentinels(v any, p *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(p, v, err.Error()))
 		}
 	}
+	return errs
+}
+
+// validateDroppedSentinels refuses an object whose sentinel kubectl
+// dropped and nothing fills in. kubectl apply without --server-side drops
+// every null of the manifest, creating or patching, and records the
+// manifest, nulls included, in the last-applied-configuration annotation:
+// a sentinel key that is null there and absent here, where its object
+// still is, was dropped. Unless the kind needs it (the controller then
+// fills it in anyway, ownedresource.FilledWhenAbsent), the copies would
+// lack it, so the object is refused with a message that says to write {}.
+// Without the annotation nothing can be told, and nothing is refused.
+func validateDroppedSentinels(twor *v1alpha1.TemporalWorkerOwnedResource, obj map[string]any) field.ErrorList {
+	raw := twor.Annotations[corev1.LastAppliedConfigAnnotation]
+	if raw == "" {
+		return nil
+	}
+	var applied struct {
+		Spec struct {
+			Object any `json:"object"`
+		} `json:"spec"`
+	}
+	if json.Unmarshal([]byte(raw), &applied) != nil {
+		return nil
+	}
+	apiVersion, _ := obj["apiVersion"].(string)
+	kind, _ := obj["kind"].(string)
+	var errs field.ErrorList
+	// keys is the chain of object keys from the top, nil below a list,
+	// where no path of a kind leads.
+	var walk func(applied, live any, keys []string, p *field.Path)
+	walk = func(applied, live any, keys []string, p *field.Path) {
+		switch a := applied.(type) {
+		case map[string]any:
+			l, isMap := live.(map[string]any)
+			if !isMap {
+				return // not the object kubectl applied: no evidence
+			}
+			for _, k := range slices.Sorted(maps.Keys(a)) {
+				var path []string
+				if keys != nil {
+					path = append(slices.Clip(keys), k)
+				}
+				if _, found := l[k]; !found && a[k] == nil && ownedresource.IsSentinelKey(k) &&
+					(path == nil || !ownedresource.FilledWhenAbsent(apiVersion, kind, path)) {
+					errs = append(errs, field.Required(p.Child(k), fmt.Sprintf(
+						"kubectl apply without --server-side dropped `%s: null` (it drops every null; its last-applied-configuration annotation still has it): write `%s: {}` instead, which every way of applying keeps",
+						k, k)))
+					continue
+				}
+				walk(a[k], l[k], path, p.Child(k))
+			}
+		case []any:
+			l, _ := live.([]any)
+			for i := range min(len(a), len(l)) {
+				walk(a[i], l[i], nil, p.Index(i))
+			}
+		}
+	}
+	walk(applied.Spec.Object, obj, []string{}, objectPath)
 	return errs
 }
 

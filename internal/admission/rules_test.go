@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -34,7 +35,9 @@ func TestValidate(t *testing.T) {
 		object string
 		old    string // worker of the stored object on an update
 		banned []string
-		want   []string
+		// lastApplied is kubectl's last-applied-configuration annotation.
+		lastApplied string
+		want        []string
 	}{
 		{name: "good HPA", object: goodHPA},
 		{name: "good PDB", object: goodPDB},
@@ -72,8 +75,43 @@ func TestValidate(t *testing.T) {
 			want: []string{"spec.object.spec.scaleTargetRef: Forbidden"}},
 		{name: "matchLabels set", object: `{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","spec":{"selector":{"matchLabels":{"a":"b"}}}}`,
 			want: []string{"spec.object.spec.selector.matchLabels: Forbidden"}},
-		{name: "matchLabels empty is not null", object: `{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","spec":{"selector":{"matchLabels":{}}}}`,
-			want: []string{"spec.object.spec.selector.matchLabels: Forbidden"}},
+		{name: "matchLabels {} is a sentinel", object: `{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","spec":{"selector":{"matchLabels":{}}}}`},
+		{name: "scaleTargetRef {} is a sentinel", object: `{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"scaleTargetRef":{},"maxReplicas":5}}`},
+		{name: "a sentinel with something in it", object: `{"apiVersion":"x/v1","kind":"Y","spec":{"scaleTargetRef":{"name":""}}}`,
+			want: []string{"spec.object.spec.scaleTargetRef: Forbidden"}},
+		{name: "a list is no sentinel", object: `{"apiVersion":"x/v1","kind":"Y","spec":{"matchLabels":[]}}`,
+			want: []string{"spec.object.spec.matchLabels: Forbidden"}},
+		// kubectl apply without --server-side drops every null, and records
+		// the manifest in the last-applied annotation.
+		{name: "client-side apply dropped the HPA's scaleTargetRef: filled in anyway",
+			object:      `{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"maxReplicas":5}}`,
+			lastApplied: `{"apiVersion":"temporal.io/v1alpha1","kind":"TemporalWorkerOwnedResource","spec":{"object":{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"scaleTargetRef":null,"maxReplicas":5}}}}`},
+		{name: "client-side apply dropped the PDB's matchLabels: filled in anyway",
+			object:      `{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","spec":{"maxUnavailable":1,"selector":{}}}`,
+			lastApplied: `{"spec":{"object":{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","spec":{"maxUnavailable":1,"selector":{"matchLabels":null}}}}}`},
+		{name: "client-side apply dropped a sentinel nothing fills in",
+			object:      `{"apiVersion":"example.com/v1","kind":"Scaler","spec":{"target":{"x":1},"triggers":[{"selector":{}}]}}`,
+			lastApplied: `{"spec":{"object":{"apiVersion":"example.com/v1","kind":"Scaler","spec":{"target":{"x":1,"scaleTargetRef":null},"triggers":[{"selector":{"matchLabels":null}}]}}}}`,
+			want:        []string{"spec.object.spec.target.scaleTargetRef: Required value", "spec.object.spec.triggers[0].selector.matchLabels: Required value"}},
+		{name: "client-side apply dropped an HPA's metric selector",
+			object:      `{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"maxReplicas":5,"metrics":[{"type":"External","external":{"metric":{"name":"m","selector":{}}}}]}}`,
+			lastApplied: `{"spec":{"object":{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"scaleTargetRef":null,"maxReplicas":5,"metrics":[{"type":"External","external":{"metric":{"name":"m","selector":{"matchLabels":null}}}}]}}}}`,
+			want:        []string{"spec.object.spec.metrics[0].external.metric.selector.matchLabels: Required value"}},
+		{name: "the paths that kinds need are not followed into lists",
+			object:      `{"apiVersion":"keda.sh/v1alpha1","kind":"ScaledObject","spec":{},"items":[{"spec":{}}]}`,
+			lastApplied: `{"spec":{"object":{"apiVersion":"keda.sh/v1alpha1","kind":"ScaledObject","spec":{"scaleTargetRef":null},"items":[{"spec":{"scaleTargetRef":null}}]}}}`,
+			want:        []string{"spec.object.items[0].spec.scaleTargetRef: Required value"}},
+		{name: "{} survives client-side apply",
+			object:      `{"apiVersion":"example.com/v1","kind":"Scaler","spec":{"scaleTargetRef":{}}}`,
+			lastApplied: `{"spec":{"object":{"apiVersion":"example.com/v1","kind":"Scaler","spec":{"scaleTargetRef":{}}}}}`},
+		{name: "a null the API server kept",
+			object:      `{"apiVersion":"example.com/v1","kind":"Scaler","spec":{"scaleTargetRef":null}}`,
+			lastApplied: `{"spec":{"object":{"apiVersion":"example.com/v1","kind":"Scaler","spec":{"scaleTargetRef":null}}}}`},
+		{name: "a last-applied object that no longer matches is no evidence",
+			object:      `{"apiVersion":"example.com/v1","kind":"Scaler","data":{}}`,
+			lastApplied: `{"spec":{"object":{"apiVersion":"example.com/v1","kind":"Scaler","spec":{"scaleTargetRef":null}}}}`},
+		{name: "a last-applied annotation that is not JSON is ignored",
+			object: `{"apiVersion":"example.com/v1","kind":"Scaler"}`, lastApplied: `{"spec":`},
 		{name: "sentinel deep in a list", object: `{"apiVersion":"x/v1","kind":"Y","spec":{"triggers":[{"a":1},{"scaleTargetRef":"z"}]}}`,
 			want: []string{"spec.object.spec.triggers[1].scaleTargetRef: Forbidden"}},
 		{name: "templates that render for every version", object: `{"apiVersion":"v1","kind":"ConfigMap","data":{"a":"{{ .BuildID }}-{{ $.TemporalNamespace }}","b":"{{ with .DeploymentName }}{{ . }}{{ end }}"}}`},
@@ -92,7 +130,7 @@ func TestValidate(t *testing.T) {
 		{name: "workerRef kept", object: goodHPA, old: "w"},
 		{name: "not an object", object: `[1]`,
 			want: []string{"spec.object: Invalid value"}},
-		{name: "every error at once", object: `{"kind":"Pod","metadata":{"name":"a","namespace":"b"},"spec":{"minReplicas":0,"scaleTargetRef":{},"selector":{"matchLabels":{"a":"b"}}}}`,
+		{name: "every error at once", object: `{"kind":"Pod","metadata":{"name":"a","namespace":"b"},"spec":{"minReplicas":0,"scaleTargetRef":{"kind":"Pod"},"selector":{"matchLabels":{"a":"b"}}}}`,
 			old: "other",
 			want: []string{"spec.workerRef.name: Invalid value", "spec.object.apiVersion: Required value", "spec.object.kind: Forbidden",
 				"spec.object.metadata.name: Forbidden", "spec.object.metadata.namespace: Forbidden", "spec.object.spec.minReplicas: Invalid value",
@@ -108,7 +146,11 @@ func TestValidate(t *testing.T) {
 			if c.old != "" {
 				old = twor(c.old, goodHPA)
 			}
-			errs := Validate(twor("w", c.object), old, banned)
+			obj := twor("w", c.object)
+			if c.lastApplied != "" {
+				obj.Annotations = map[string]string{corev1.LastAppliedConfigAnnotation: c.lastApplied}
+			}
+			errs := Validate(obj, old, banned)
 			var got []string
 			for _, e := range errs {
 				got = append(got, e.Field+": "+e.Type.String())

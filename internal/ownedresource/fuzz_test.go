@@ -23,6 +23,10 @@ func FuzzRender(f *testing.F) {
 		`{"apiVersion":"v1","kind":"X","metadata":{"name":"n","labels":{"temporal.io/build-id":"mine","a":"{{ .TemporalNamespace }}"},"annotations":{"b":1}},"status":{}}`,
 		`{"apiVersion":"v1","kind":"X","a":"{{ range 3 }}{{ end }}","b":"{{ index .BuildID 9 }}","c":"{{ printf \"%0900d\" 1 }}"}`,
 		`{"kind":"X"}`, `{}`,
+		// As kubectl apply without --server-side leaves them: no nulls.
+		`{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"maxReplicas":5}}`,
+		`{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","spec":{"selector":{}}}`,
+		`{"apiVersion":"keda.sh/v1alpha1","kind":"ScaledObject","spec":{"scaleTargetRef":{},"triggers":[{"selector":{"matchLabels":{}}}]}}`,
 	} {
 		f.Add(s, "v1.2-abc", "orders", "hpa")
 	}
@@ -84,6 +88,23 @@ func FuzzRender(f *testing.F) {
 		}
 		if _, ok := u.Object["status"]; ok {
 			t.Error("status kept")
+		}
+		// Every sentinel is filled in, and every one the kind needs.
+		if anyEntry(u.Object, IsSentinel) {
+			t.Errorf("a sentinel is left: %v", u.Object)
+		}
+		for _, path := range neededBy(u.GetAPIVersion(), u.GetKind()) {
+			if absentAt(u.Object, path) {
+				t.Errorf("%v of a %s is absent: %v", path, u.GetKind(), u.Object)
+			}
+		}
+		// The planner leaves replicas to the copies' autoscaler: they do
+		// target the version's Deployment.
+		targetsDep := func(k string, v any) bool {
+			return k == "scaleTargetRef" && reflect.DeepEqual(v, map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "dep"})
+		}
+		if AttachesAutoscaler(in) && !anyEntry(u.Object, targetsDep) {
+			t.Errorf("AttachesAutoscaler, yet no scaleTargetRef names Deployment dep: %v", u.Object)
 		}
 		if _, err := json.Marshal(u.Object); err != nil {
 			t.Errorf("the copy does not encode: %v", err)

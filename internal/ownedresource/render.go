@@ -108,10 +108,13 @@ func Name(twd, twor, buildID string) string {
 //   - every string value that contains "{{" is executed as a Go template
 //     with Data; an unknown field or a failing template is an error that
 //     names the value's path;
-//   - a "scaleTargetRef: null" at any depth becomes a reference to the
-//     versioned Deployment and a "matchLabels: null" its selector labels
-//     (absent or non-null values are left alone: the webhook rejects
-//     non-null ones);
+//   - a "scaleTargetRef" that is null or {}, at any depth, becomes a
+//     reference to the versioned Deployment and such a "matchLabels" its
+//     selector labels; a kind that needs one of them (see needed: an
+//     HPA's or ScaledObject's spec.scaleTargetRef, a PDB's
+//     spec.selector.matchLabels) gets it when it is absent too, as after
+//     kubectl's client-side apply, which drops nulls. Other values are left
+//     alone: the webhook rejects them;
 //   - metadata is the controller's: name, namespace, the owner reference
 //     to the versioned Deployment, and the user's labels and annotations,
 //     with the controller's labels winning; every other metadata field
@@ -137,6 +140,7 @@ func Render(object map[string]any, t Target) (*unstructured.Unstructured, error)
 			return nil, fmt.Errorf("%s: required, a non-empty string", field)
 		}
 	}
+	r.fillNeeded(obj)
 
 	labels, err := stringMap(obj, "labels")
 	if err != nil {
@@ -230,9 +234,9 @@ type renderer struct {
 	written int
 }
 
-// walk returns a deep copy of v with templates executed and null
-// scaleTargetRef and matchLabels injected. path is v's JSON path, for
-// errors.
+// walk returns a deep copy of v with templates executed and the
+// sentinels (null or {} under scaleTargetRef and matchLabels) filled in.
+// path is v's JSON path, for errors.
 func (r *renderer) walk(v any, path string) (any, error) {
 	switch v := v.(type) {
 	case map[string]any:
@@ -244,11 +248,9 @@ func (r *renderer) walk(v any, path string) (any, error) {
 		// time and the TWOR's status does not flap.
 		for _, k := range slices.Sorted(maps.Keys(v)) {
 			val := v[k]
-			if val == nil {
-				if injected := r.inject(k); injected != nil {
-					out[k] = injected
-					continue
-				}
+			if IsSentinel(k, val) {
+				out[k] = r.inject(k)
+				continue
 			}
 			c, err := r.walk(val, joinKey(path, k))
 			if err != nil {
@@ -286,21 +288,6 @@ func (r *renderer) walk(v any, path string) (any, error) {
 		// share mutable state or break the apply later.
 		return nil, fmt.Errorf("%s: unsupported value of type %T", orRoot(path), v)
 	}
-}
-
-// inject is the value a null under key becomes, nil if none.
-func (r *renderer) inject(key string) any {
-	switch key {
-	case "scaleTargetRef":
-		return map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": r.target.DeploymentName}
-	case "matchLabels":
-		labels := map[string]any{}
-		for k, v := range workload.SelectorLabels(r.target.WorkerDeployment, r.target.BuildID) {
-			labels[k] = v
-		}
-		return labels
-	}
-	return nil
 }
 
 func (r *renderer) execute(text string) (string, error) {

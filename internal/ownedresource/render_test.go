@@ -76,9 +76,44 @@ func TestRender(t *testing.T) {
 		object: `{"apiVersion":"v1","kind":"X","selector":{"matchLabels":null}}`,
 		want:   `{"apiVersion":"v1","kind":"X","selector":{"matchLabels":{"temporal.io/build-id":"v1","temporal.io/worker-deployment":"` + workload.WorkerLabel(long) + `"}}}`,
 	}, {
-		name:   "absent keys are not added",
+		name:   "{} is a sentinel too",
+		object: `{"apiVersion":"example.com/v1","kind":"Scaler","spec":{"scaleTargetRef":{},"selector":{"matchLabels":{}}}}`,
+		want:   `{"apiVersion":"example.com/v1","kind":"Scaler","spec":{"scaleTargetRef":` + deployment + `,"selector":{"matchLabels":` + selector + `}}}`,
+	}, {
+		// kubectl apply without --server-side drops every null.
+		name:   "an HPA without scaleTargetRef gets one",
+		object: `{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"minReplicas":2,"maxReplicas":10}}`,
+		want:   `{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"maxReplicas":10,"minReplicas":2,"scaleTargetRef":` + deployment + `}}`,
+	}, {
+		name:   "an HPA of any version, without a spec",
+		object: `{"apiVersion":"autoscaling/v1","kind":"HorizontalPodAutoscaler"}`,
+		want:   `{"apiVersion":"autoscaling/v1","kind":"HorizontalPodAutoscaler","spec":{"scaleTargetRef":` + deployment + `}}`,
+	}, {
+		name:   "a KEDA ScaledObject without scaleTargetRef gets one",
+		object: `{"apiVersion":"keda.sh/v1alpha1","kind":"ScaledObject","spec":{"maxReplicaCount":4}}`,
+		want:   `{"apiVersion":"keda.sh/v1alpha1","kind":"ScaledObject","spec":{"maxReplicaCount":4,"scaleTargetRef":` + deployment + `}}`,
+	}, {
+		// What kubectl apply without --server-side leaves of
+		// selector: {matchLabels: null}: a selector of every pod.
+		name:   "a PDB's empty selector gets matchLabels",
 		object: `{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","spec":{"minAvailable":1,"selector":{}}}`,
-		want:   `{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","spec":{"minAvailable":1,"selector":{}}}`,
+		want:   `{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","spec":{"minAvailable":1,"selector":{"matchLabels":` + selector + `}}}`,
+	}, {
+		name:   "a PDB without a selector gets one",
+		object: `{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","spec":{"maxUnavailable":1,"selector":null}}`,
+		want:   `{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","spec":{"maxUnavailable":1,"selector":{"matchLabels":` + selector + `}}}`,
+	}, {
+		name:   "a PDB's matchExpressions narrow the version's matchLabels",
+		object: `{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","spec":{"selector":{"matchExpressions":[{"key":"role","operator":"In","values":["a"]}]}}}`,
+		want:   `{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","spec":{"selector":{"matchExpressions":[{"key":"role","operator":"In","values":["a"]}],"matchLabels":` + selector + `}}}`,
+	}, {
+		name:   "absent keys are not added to other kinds",
+		object: `{"apiVersion":"example.com/v1","kind":"Budget","spec":{"minAvailable":1,"selector":{}}}`,
+		want:   `{"apiVersion":"example.com/v1","kind":"Budget","spec":{"minAvailable":1,"selector":{}}}`,
+	}, {
+		name:   "nor to the kinds that need one where a non-object stands in the way",
+		object: `{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","spec":{"selector":"all"}}`,
+		want:   `{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","spec":{"selector":"all"}}`,
 	}, {
 		name:   "non-null values are left alone",
 		object: `{"apiVersion":"v1","kind":"X","spec":{"scaleTargetRef":{"kind":"StatefulSet","name":"db"},"selector":{"matchLabels":{"app":"db"}},"other":"x"}}`,
@@ -98,6 +133,7 @@ func TestRender(t *testing.T) {
 		want: `{"apiVersion":"keda.sh/v1alpha1","kind":"ScaledObject","spec":{` +
 			`"args":["--deployment=orders-v2-abc","plain","v2-abc/v2-abc",3,true],` +
 			`"quoted":"\"v2-abc\"",` +
+			`"scaleTargetRef":` + deployment + `,` + // a ScaledObject needs one
 			`"triggers":[{"metadata":{"buildId":"v2-abc","namespace":"prod","queue":"q","workerDeploymentName":"shop/orders"},"type":"temporal"}],` +
 			`"when":"yes"}}`,
 	}, {
@@ -110,8 +146,8 @@ func TestRender(t *testing.T) {
 		want:   `{"apiVersion":"v1","data":{"a":"b"},"kind":"ConfigMap"}`,
 	}, {
 		name:   "status is dropped",
-		object: `{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{},"status":{"currentReplicas":3}}`,
-		want:   `{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{}}`,
+		object: `{"apiVersion":"example.com/v1","kind":"Scaler","spec":{},"status":{"currentReplicas":3}}`,
+		want:   `{"apiVersion":"example.com/v1","kind":"Scaler","spec":{}}`,
 	}, {
 		name:   "numbers, booleans and empty values survive",
 		object: `{"apiVersion":"v1","kind":"X","spec":{"f":1.5,"i":7,"big":12345678901,"b":false,"e":"","l":[],"m":{}}}`,
@@ -132,6 +168,28 @@ func TestRender(t *testing.T) {
 				t.Errorf("got  %s\nwant %s", g, w)
 			}
 		})
+	}
+}
+
+// TestAttachesAutoscaler: the planner leaves replicas to an autoscaler
+// exactly when the copies target the version's Deployment.
+func TestAttachesAutoscaler(t *testing.T) {
+	for object, want := range map[string]bool{
+		`{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"scaleTargetRef":null}}`:         true,
+		`{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"scaleTargetRef":{}}}`:           true,
+		`{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"maxReplicas":3}}`:               true, // kubectl dropped the null
+		`{"apiVersion":"autoscaling/v1","kind":"HorizontalPodAutoscaler"}`:                                        true,
+		`{"apiVersion":"keda.sh/v1alpha1","kind":"ScaledObject","spec":{"triggers":[]}}`:                          true,
+		`{"apiVersion":"example.com/v1","kind":"Scaler","spec":{"targets":[{"scaleTargetRef":{}}]}}`:              true,
+		`{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"scaleTargetRef":{"name":"x"}}}`: false,
+		`{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":"x"}`:                             false,
+		`{"apiVersion":"v1","kind":"HorizontalPodAutoscaler","spec":{}}`:                                          false, // not the autoscaling group
+		`{"apiVersion":"example.com/v1","kind":"Scaler","spec":{}}`:                                               false,
+		`{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","spec":{"selector":{}}}`:                          false,
+	} {
+		if got := AttachesAutoscaler(decode(t, object)); got != want {
+			t.Errorf("AttachesAutoscaler(%s) = %v, want %v", object, got, want)
+		}
 	}
 }
 

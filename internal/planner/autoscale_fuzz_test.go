@@ -30,7 +30,10 @@ func autoscaleViolations(in Input, r Result) []error {
 	autoscaled := in.Spec.Replicas == nil
 	for _, or := range in.OwnedResources {
 		if spec, ok := or.Object["spec"].(map[string]any); ok && !or.Deleting {
-			if ref, has := spec["scaleTargetRef"]; has && ref == nil {
+			// null or {}; or none in an HPA, which needs one.
+			ref, has := spec["scaleTargetRef"]
+			if m, isMap := ref.(map[string]any); (has && (ref == nil || isMap && len(m) == 0)) ||
+				(!has && or.Object["kind"] == "HorizontalPodAutoscaler") {
 				autoscaled = true
 			}
 		}

@@ -128,32 +128,14 @@ func (v *view) render(or OwnedResource, d Deployment) (*unstructured.Unstructure
 	})
 }
 
-// autoscaled: a TWOR puts an autoscaler on every version (it asks for the
-// version's Deployment as its scaleTargetRef), so replicas are the
-// autoscaler's and spec.replicas only sizes a new Deployment.
+// autoscaled: a TWOR puts an autoscaler on every version (its copies get
+// the version's Deployment as their scaleTargetRef: a sentinel, null or
+// {}, or an HPA's that kubectl's client-side apply dropped), so replicas
+// are the autoscaler's and spec.replicas only sizes a new Deployment.
 func (v *view) autoscaled() bool {
 	for _, or := range v.in.OwnedResources {
-		if !or.Deleting && hasNullKey(or.Object, "scaleTargetRef") {
+		if !or.Deleting && ownedresource.AttachesAutoscaler(or.Object) {
 			return true
-		}
-	}
-	return false
-}
-
-// hasNullKey: key appears with a null value anywhere in x.
-func hasNullKey(x any, key string) bool {
-	switch t := x.(type) {
-	case map[string]any:
-		for k, val := range t {
-			if (k == key && val == nil) || hasNullKey(val, key) {
-				return true
-			}
-		}
-	case []any:
-		for _, e := range t {
-			if hasNullKey(e, key) {
-				return true
-			}
 		}
 	}
 	return false

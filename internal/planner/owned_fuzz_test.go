@@ -14,7 +14,10 @@ func fuzzOwned(s *byteSource, in *Input) {
 	for i := range in.Deployments {
 		in.Deployments[i].UID = pick(s, "", "uid-"+in.Deployments[i].BuildID, "uid-"+in.Deployments[i].BuildID)
 	}
-	objects := []map[string]any{nil, hpa().Object, pdb().Object,
+	// The HPA as kubectl apply without --server-side leaves it: no null.
+	dropped := hpa().Object
+	delete(dropped["spec"].(map[string]any), "scaleTargetRef")
+	objects := []map[string]any{nil, hpa().Object, pdb().Object, dropped,
 		{"apiVersion": "v1", "kind": "ConfigMap", "data": map[string]any{"b": `{{ if eq .BuildID "b" }}{{ .Nope }}{{ end }}`}}}
 	for _, name := range []string{"h", "p"} {
 		if !s.bool() {

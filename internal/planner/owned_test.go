@@ -272,6 +272,20 @@ func TestAutoscaledReplicas(t *testing.T) {
 	if got := Plan(ownedBase(scaledByHPA, func(in *Input) { in.OwnedResources = []OwnedResource{pdb()} })).Scale; len(got) != 1 {
 		t.Errorf("with an owned PDB: Scale = %+v, want v2 back to spec.replicas", got)
 	}
+	// The other forms of the sentinel: {}, and none at all in an HPA, as
+	// kubectl apply without --server-side leaves `scaleTargetRef: null`.
+	for name, ref := range map[string]any{"{}": map[string]any{}, "dropped": "dropped"} {
+		h := hpa()
+		spec := h.Object["spec"].(map[string]any)
+		if ref == "dropped" {
+			delete(spec, "scaleTargetRef")
+		} else {
+			spec["scaleTargetRef"] = ref
+		}
+		if got := Plan(ownedBase(scaledByHPA, func(in *Input) { in.OwnedResources = []OwnedResource{h} })).Scale; len(got) != 0 {
+			t.Errorf("with an owned HPA whose scaleTargetRef is %s: Scale = %+v, want none: the HPA owns replicas", name, got)
+		}
+	}
 	create := Plan(ownedBase(func(in *Input) { dropDep(in, "v2"); in.OwnedResources = []OwnedResource{hpa()} })).CreateDeployment
 	if create == nil || create.Replicas != 3 {
 		t.Errorf("CreateDeployment = %+v, want spec.replicas 3 to start from", create)

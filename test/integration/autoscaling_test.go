@@ -21,6 +21,7 @@ import (
 	"github.com/rainbow-deploy/rainbow/dev/demoworker"
 	"github.com/rainbow-deploy/rainbow/internal/ownedresource"
 	"github.com/rainbow-deploy/rainbow/internal/planner"
+	"github.com/rainbow-deploy/rainbow/test/harness"
 )
 
 // autoscaledExample creates examples/autoscaling/worker.yaml (with its
@@ -37,13 +38,12 @@ func autoscaledExample(t *testing.T) (*rollout, string) {
 	return r, build
 }
 
-// attach creates an example owned resource for the test's TWD.
+// attach applies an example owned resource for the test's TWD, with
+// kubectl apply as people do (client-side: it drops the example's nulls).
 func (r *rollout) attach(file string) *v1alpha1.TemporalWorkerOwnedResource {
 	r.Helper()
 	or := r.ownedExample(file)
-	if err := r.Env.Kube.Create(context.Background(), or); err != nil {
-		r.Fatalf("create %s: %v", file, err)
-	}
+	r.applyOwned(or, harness.ClientSideApply)
 	return or
 }
 

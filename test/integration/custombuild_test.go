@@ -20,6 +20,7 @@ import (
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/dev/demoworker"
 	"github.com/rainbow-deploy/rainbow/internal/workload"
+	"github.com/rainbow-deploy/rainbow/test/harness"
 )
 
 // TestCustomBuildIDRollsInPlace: with a custom build ID, a new image is a
@@ -242,8 +243,9 @@ func (r *rollout) deploymentsOfTWD() []string {
 	return out
 }
 
-// TestCustomBuildIDExample applies examples/custom-build-id/worker.yaml and
-// changes an env var, which the example says is an in-place update.
+// TestCustomBuildIDExample applies examples/custom-build-id/worker.yaml
+// (kubectl apply, client-side) and changes an env var, which the example
+// says is an in-place update.
 func TestCustomBuildIDExample(t *testing.T) {
 	tt := env.NewTest(t)
 	twd := &v1alpha1.TemporalWorkerDeployment{}
@@ -259,7 +261,9 @@ func TestCustomBuildIDExample(t *testing.T) {
 	twd.Namespace = tt.Namespace
 	twd.Spec.WorkerOptions.TemporalNamespace = tt.Env.Info.TemporalNamespace
 	setEnv(&twd.Spec.Template.Spec.Containers[0], "DEMO_TASK_QUEUE", r.TaskQueue)
-	r.create(twd)
+	if err := env.KubectlApply(twd, harness.ClientSideApply); err != nil {
+		t.Fatal(err)
+	}
 	build := twd.Spec.WorkerOptions.CustomBuildID
 	r.waitCurrent(2*time.Minute, build)
 

@@ -54,7 +54,7 @@ func TestEnvironmentIsReal(t *testing.T) {
 	if len(overrides) > 0 {
 		t.Fatalf("example lacks env %v", overrides)
 	}
-	if err := env.Kube.Create(ctx, dep); err != nil {
+	if err := env.KubectlApply(dep, harness.ClientSideApply); err != nil {
 		t.Fatal(err)
 	}
 

@@ -68,10 +68,11 @@ func TestExamplesRollOut(t *testing.T) {
 	}
 }
 
-// createExample creates the TemporalWorkerDeployment of an example after
-// the TemporalConnection example it names, in a namespace of the test's
-// own: only the namespaces, the Temporal address and the task queue are
-// changed, then mutate (if any).
+// createExample applies the TemporalWorkerDeployment of an example after
+// the TemporalConnection example it names, with kubectl apply as people do
+// (client-side), in a namespace of the test's own: only the namespaces,
+// the Temporal address and the task queue are changed, then mutate (if
+// any).
 func createExample(t *testing.T, file string, mutate func(*v1alpha1.TemporalWorkerDeployment)) (*rollout, v1alpha1.TemporalWorkerDeployment) {
 	t.Helper()
 	var twd v1alpha1.TemporalWorkerDeployment
@@ -85,13 +86,16 @@ func createExample(t *testing.T, file string, mutate func(*v1alpha1.TemporalWork
 	if mutate != nil {
 		mutate(&twd)
 	}
-	r.create(&twd)
+	if err := r.Env.KubectlApply(&twd, harness.ClientSideApply); err != nil {
+		t.Fatalf("kubectl apply %s: %v", file, err)
+	}
 	return r, twd
 }
 
-// applyConnectionExample creates the TemporalConnection the examples' comments
-// tell people to apply first, pointed at this environment's Temporal, and
-// checks it is the one the TemporalWorkerDeployment names.
+// applyConnectionExample applies (client-side) the TemporalConnection the
+// examples' comments tell people to apply first, pointed at this
+// environment's Temporal, and checks it is the one the
+// TemporalWorkerDeployment names.
 func applyConnectionExample(tt *harness.T, want string) {
 	tt.Helper()
 	var conn v1alpha1.TemporalConnection
@@ -101,7 +105,7 @@ func applyConnectionExample(tt *harness.T, want string) {
 	}
 	conn.Namespace = tt.Namespace
 	conn.Spec.HostPort = tt.Env.Info.TemporalAddress
-	if err := tt.Env.Kube.Create(context.Background(), &conn); err != nil {
+	if err := tt.Env.KubectlApply(&conn, harness.ClientSideApply); err != nil {
 		tt.Fatal(err)
 	}
 }

@@ -27,9 +27,10 @@ import (
 )
 
 // TestOwnedResourcesFollowVersions applies examples/twor-hpa.yaml and
-// examples/twor-pdb.yaml to a TWD without spec.replicas, and a third owned
-// resource whose template fails for the second version only. Each version
-// with running workers gets its HPA and PDB: the real HPA controller
+// examples/twor-pdb.yaml to a TWD without spec.replicas, with kubectl apply
+// as people do (client-side: it drops the examples' nulls), and a third
+// owned resource whose template fails for the second version only. Each
+// version with running workers gets its HPA and PDB: the real HPA controller
 // scales the version to the HPA's minReplicas (so scaleTargetRef names the
 // right Deployment), and the disruption controller counts the version's
 // pods (so matchLabels selects them). The bad template is reported for
@@ -60,14 +61,15 @@ func TestOwnedResourcesFollowVersions(t *testing.T) {
 				"metadata": map[string]any{"annotations": map[string]any{
 					"example.com/note": fmt.Sprintf(`{{ if eq .BuildID %q }}{{ index .BuildID 999 }}{{ end }}ok`, v2),
 				}},
-				"spec": map[string]any{"maxUnavailable": 1, "selector": map[string]any{"matchLabels": nil}},
+				// {}: the sentinel every way of applying keeps.
+				"spec": map[string]any{"maxUnavailable": 1, "selector": map[string]any{"matchLabels": map[string]any{}}},
 			}),
 		},
 	}
-	for _, or := range []*v1alpha1.TemporalWorkerOwnedResource{hpa, pdb, flaky} {
-		if err := r.Env.Kube.Create(context.Background(), or); err != nil {
-			t.Fatalf("create TemporalWorkerOwnedResource %s: %v", or.Name, err)
-		}
+	r.applyOwned(hpa, harness.ClientSideApply)
+	r.applyOwned(pdb, harness.ClientSideApply)
+	if err := r.Env.Kube.Create(context.Background(), flaky); err != nil {
+		t.Fatalf("create TemporalWorkerOwnedResource %s: %v", flaky.Name, err)
 	}
 
 	r.versionHasCopies(v1)
@@ -83,6 +85,9 @@ func TestOwnedResourcesFollowVersions(t *testing.T) {
 		p := r.pdbOf(pdb.Name, v1)
 		return p != nil && p.Status.ExpectedPods == 2, fmt.Sprintf("%+v", p)
 	})
+	if p, want := r.pdbOf(flaky.Name, v1), r.deployment(v1).Spec.Selector.MatchLabels; p == nil || fmt.Sprint(p.Spec.Selector.MatchLabels) != fmt.Sprint(want) {
+		t.Errorf("the PDB of %s with matchLabels {}: %+v, want it to select %v", v1, p, want)
+	}
 	for _, or := range []string{hpa.Name, pdb.Name, flaky.Name} {
 		got := r.waitOwnedReady(or, metav1.ConditionTrue, v1alpha1.ReasonApplied)
 		if !metav1.IsControlledBy(got, r.get()) || !slices.Contains(got.Finalizers, v1alpha1.FinalizerOwnedResourceCleanup) {
@@ -176,6 +181,106 @@ func TestOwnedResourcesFollowVersions(t *testing.T) {
 		n := len(twors.Items) + len(hpas.Items) + len(pdbs.Items) + len(deps.Items)
 		return n == 0, fmt.Sprintf("%d owned resources, %d HPAs, %d PDBs, %d Deployments", len(twors.Items), len(hpas.Items), len(pdbs.Items), len(deps.Items))
 	})
+}
+
+// TestOwnedExamplesEveryWayOfApplying applies examples/twor-hpa.yaml and
+// examples/twor-pdb.yaml in each way people write objects with kubectl:
+// client-side apply (kubectl's default, which drops the examples' nulls,
+// their sentinels), server-side apply, kubectl create, and a client-side
+// apply over a server-side one (a JSON merge patch, which deletes the
+// nulls). Each time the version gets both copies, with its Deployment and
+// pod labels filled in, and its replicas are the HPA's 2 rather than the
+// TWD's spec.replicas 1. A null that kubectl drops and that nothing fills
+// in (an HPA metric's selector) is refused, with a message that says to
+// write {}; with {} the object is admitted. examples/autoscaling/
+// hpa-backlog.yaml, applied client-side, gets its copy too.
+func TestOwnedExamplesEveryWayOfApplying(t *testing.T) {
+	for _, way := range []struct {
+		name string
+		how  [][]string // one kubectl command after the other
+	}{
+		{"client-side apply", [][]string{harness.ClientSideApply}},
+		{"server-side apply", [][]string{harness.ServerSideApply}},
+		{"create", [][]string{harness.KubectlCreate}},
+		{"client-side apply over server-side apply", [][]string{harness.ServerSideApply, harness.ClientSideApply}},
+	} {
+		t.Run(way.name, func(t *testing.T) {
+			t.Parallel()
+			r := newRollout(env.NewTest(t), "owned")
+			r.create(r.spec("v1"))
+			build := r.buildID()
+			r.waitCurrent(2*time.Minute, build)
+			clientSide := slices.Equal(way.how[len(way.how)-1], harness.ClientSideApply)
+			for _, file := range []string{"twor-hpa.yaml", "twor-pdb.yaml"} {
+				var or *v1alpha1.TemporalWorkerOwnedResource
+				for _, how := range way.how {
+					or = r.ownedExample(file)
+					r.applyOwned(or, how)
+				}
+				// The test is worth its name only if kubectl did drop them.
+				raw := string(or.Spec.Object.Raw)
+				if kept := strings.Contains(raw, "scaleTargetRef") || strings.Contains(raw, "matchLabels"); kept == clientSide {
+					t.Fatalf("%s stored as %s: the sentinel kept = %v, want %v", file, raw, kept, !clientSide)
+				}
+			}
+			for _, name := range []string{"demo-worker-hpa", "demo-worker-pdb"} {
+				r.waitOwnedReady(name, metav1.ConditionTrue, v1alpha1.ReasonApplied)
+			}
+			r.versionHasCopies(build)
+			r.Eventually(2*time.Minute, "the HPA scales "+build+" to its minReplicas, 2", func() (bool, string) {
+				d := r.deployment(build)
+				return ptr.Deref(d.Spec.Replicas, 0) == 2, deploymentState(d)
+			})
+			for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+				if got := ptr.Deref(r.deployment(build).Spec.Replicas, 0); got != 2 {
+					t.Fatalf("the replicas of %s went from the HPA's 2 to %d", build, got)
+				}
+			}
+		})
+	}
+	// The one owned-resource example no other test applies with kubectl
+	// (TestBacklogAutoscaling's demo program creates it).
+	t.Run("autoscaling/hpa-backlog.yaml, client-side apply", func(t *testing.T) {
+		t.Parallel()
+		r := newRollout(env.NewTest(t), "backlog")
+		twd := r.spec("v1")
+		twd.Spec.Replicas = nil
+		r.create(twd)
+		build := r.buildID()
+		or := r.attach("autoscaling/hpa-backlog.yaml")
+		r.waitOwnedReady(or.Name, metav1.ConditionTrue, v1alpha1.ReasonApplied)
+		h, d := r.hpaOf(or.Name, build), r.deployment(build)
+		if h == nil || h.Spec.ScaleTargetRef.Name != d.Name || h.Spec.ScaleTargetRef.Kind != "Deployment" {
+			t.Fatalf("the HPA of %s: %+v, want it to target Deployment %s", build, h, d.Name)
+		}
+		if sel := h.Spec.Metrics[0].External.Metric.Selector; sel == nil || fmt.Sprint(sel.MatchExpressions[1].Values) != "["+build+"]" {
+			t.Errorf("the HPA's metric selector %+v, want the build ID %s filled in", sel, build)
+		}
+	})
+	t.Run("a dropped null that nothing fills in", func(t *testing.T) {
+		t.Parallel()
+		tt := env.NewTest(t)
+		hpa := func(matchLabels string) *v1alpha1.TemporalWorkerOwnedResource {
+			return ownedResource(tt.Namespace, "backlog", `{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"scaleTargetRef":null,"minReplicas":1,"maxReplicas":3,`+
+				`"metrics":[{"type":"External","external":{"metric":{"name":"temporal_backlog_count","selector":{"matchLabels":`+matchLabels+`}},"target":{"type":"AverageValue","averageValue":"2"}}}]}}`)
+		}
+		err := env.KubectlApply(hpa("null"), harness.ClientSideApply)
+		if err == nil || !strings.Contains(err.Error(), "spec.object.spec.metrics[0].external.metric.selector.matchLabels: Required value") ||
+			!strings.Contains(err.Error(), "write `matchLabels: {}`") {
+			t.Fatalf("kubectl apply of a metric selector's matchLabels: null: %v; want it refused, saying to write {}", err)
+		}
+		if err := env.KubectlApply(hpa("{}"), harness.ClientSideApply); err != nil {
+			t.Fatalf("kubectl apply with matchLabels: {}: %v", err)
+		}
+	})
+}
+
+// applyOwned writes or with kubectl (how: harness.ClientSideApply, ...).
+func (r *rollout) applyOwned(or *v1alpha1.TemporalWorkerOwnedResource, how []string) {
+	r.Helper()
+	if err := r.Env.KubectlApply(or, how); err != nil {
+		r.Fatalf("%s TemporalWorkerOwnedResource %s: %v", strings.Join(how, " "), or.Name, err)
+	}
 }
 
 // ownedExample reads an example owned resource, for this test's TWD.
