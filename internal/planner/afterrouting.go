@@ -22,7 +22,7 @@ func AfterRouting(s *TemporalState, r Routing, identity string, at time.Time) *T
 	c.LastModifierIdentity = identity
 	// Temporal applies the change to the task queues after accepting it;
 	// the next describe says when it has.
-	c.RoutingPropagating = true
+	c.RoutingPropagating, c.RoutingChangedAt = true, at
 	prevCurrent, prevRamping := s.CurrentBuildID, s.RampingBuildID
 	switch r.Op {
 	case SetCurrent:

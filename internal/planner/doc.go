@@ -15,7 +15,8 @@
 //   - Without Temporal's state nothing is routed, scaled down or deleted.
 //     Reads that Temporal throttles, or that fail for less than
 //     TemporalOutageBound (Input.TemporalError.Since), leave the rollout
-//     moving (WaitingForTemporal); only reads failing longer block it
+//     moving (WaitingForTemporal), or complete if status showed the target
+//     Ready (Input.TargetShownReady); only reads failing longer block it
 //     (TemporalStateFetchFailed), so that no CD tool fails a rollout that
 //     goes on a moment later.
 //   - Traffic goes only to a version whose Deployment is available and whose
@@ -44,11 +45,13 @@
 //     restarts; such a run gives no verdict. One run at a time: the next
 //     gate starts, and a deletion removes its finalizer, once it has ended.
 //   - While Temporal still applies an accepted routing change to the task
-//     queues' partitions (TemporalState.RoutingPropagating), no other
-//     routing change is written and the target is not Ready; status keeps
-//     the routing it showed (Result.RoutingPropagating). Ready, the current
-//     version and the ramp in status mean that Temporal applies them to
-//     new workflows.
+//     queues' partitions (TemporalState.RoutingPropagating), the target
+//     becomes neither Ready nor shown at a new ramp, status keeps the
+//     routing it showed (Result.RoutingPropagating), and no version is
+//     scaled down or deleted (a partition may still route to it); a change
+//     not applied TemporalOutageBound after it was made blocks the rollout
+//     (RoutingNotApplied). Ready, the current version and the ramp in
+//     status mean that Temporal applies them to new workflows.
 //   - Manual never writes routing, AllAtOnce makes the target current,
 //     Progressive ramps through the steps (each pause timed from Temporal's
 //     ramp change time) and then makes it current. The first version of a

@@ -219,6 +219,10 @@ func fuzzInput(data []byte) Input {
 	if s.intn(4) == 0 {
 		in.Spec.AbortedBuildID = pick(s, in.Spec.TargetBuildID, "a")
 	}
+	in.TargetShownReady = s.intn(3) == 0
+	if in.Temporal != nil && s.bool() {
+		in.Temporal.RoutingChangedAt = t0.Add(pick(s, -time.Second, -3*time.Second, -TemporalOutageBound))
+	}
 	return in
 }
 
@@ -296,13 +300,20 @@ func safetyViolations(in Input, r Result) []error {
 		bad("RequeueAfter = %s, want in (0, 1m]", r.RequeueAfter)
 	}
 	// Status promises what new workflows get: while Temporal still applies
-	// a routing change, no other is written and the target is not Ready.
+	// a routing change, the target is Ready only if status showed it so
+	// before, and no version is retired (a partition that has not applied
+	// the change may still send it new workflows).
 	if ts != nil && ts.RoutingPropagating {
-		if r.Routing != nil {
-			bad("routing written (%+v) while Temporal still applies the last change", *r.Routing)
-		}
-		if r.Ready.Status == metav1.ConditionTrue || !r.RoutingPropagating {
+		if (r.Ready.Status == metav1.ConditionTrue && !in.TargetShownReady) || !r.RoutingPropagating {
 			bad("Ready = %s, RoutingPropagating = %v while Temporal still applies a routing change", r.Ready.Status, r.RoutingPropagating)
+		}
+		for _, sc := range r.Scale {
+			if sc.Reason == ScaleSunset {
+				bad("version %s scaled to zero while Temporal still applies a routing change", sc.BuildID)
+			}
+		}
+		if len(r.DeleteDeployments) > 0 || len(r.DeleteTemporalVersions) > 0 {
+			bad("versions deleted while Temporal still applies a routing change: %+v %v", r.DeleteDeployments, r.DeleteTemporalVersions)
 		}
 	}
 	// A throttle, or reads failing for less than the outage bound, is never
@@ -460,7 +471,7 @@ func safetyViolations(in Input, r Result) []error {
 	// Ready: the target is current and its Deployment runs the spec's
 	// template (no in-place update under way).
 	targetCurrent := ts != nil && in.Spec.TargetBuildID != "" && ts.CurrentBuildID == in.Spec.TargetBuildID
-	if r.Ready.Status == metav1.ConditionTrue && !targetCurrent {
+	if r.Ready.Status == metav1.ConditionTrue && !targetCurrent && !(ts == nil && in.TargetShownReady) {
 		bad("Ready = True but the target is not current")
 	}
 	targetDep, ok := depOf[in.Spec.TargetBuildID]
@@ -469,7 +480,7 @@ func safetyViolations(in Input, r Result) []error {
 		if r.Ready.Status == metav1.ConditionTrue {
 			bad("Ready = True while the target's workers use another server")
 		}
-	} else if targetCurrent && !ts.RoutingPropagating && (r.Ready.Status == metav1.ConditionTrue) == rolling {
+	} else if targetCurrent && (!ts.RoutingPropagating || in.TargetShownReady) && (r.Ready.Status == metav1.ConditionTrue) == rolling {
 		bad("Ready = %s for a current target whose Deployment rolls a changed template: %v", r.Ready.Status, rolling)
 	}
 	if u := r.UpdateDeployment; u != nil && u.BuildID != in.Spec.TargetBuildID {

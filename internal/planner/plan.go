@@ -12,7 +12,7 @@ import (
 // Result, and it reads no clock and calls nothing.
 func Plan(in Input) Result {
 	v := newView(in)
-	p := &plan{holdRouting: in.Temporal != nil && in.Temporal.RoutingPropagating}
+	p := &plan{}
 
 	if in.Deletion != nil {
 		prog := planDeletion(v, p)
@@ -162,9 +162,6 @@ func (v *view) canWriteRouting() bool {
 type plan struct {
 	res     Result
 	requeue []time.Duration
-	// holdRouting: Temporal still applies the last routing change; no
-	// other is written until it has (awaitPropagation).
-	holdRouting bool
 }
 
 func (p *plan) event(typ, reason, msg string) {
@@ -179,9 +176,6 @@ func (p *plan) eventFirst(typ, reason, msg string) {
 func (p *plan) after(d time.Duration) { p.requeue = append(p.requeue, d) }
 
 func (p *plan) route(r Routing, reason, msg string) {
-	if p.holdRouting {
-		return
-	}
 	p.res.Routing = &r
 	p.event(EventNormal, reason, msg)
 	p.after(requeueTemporal)

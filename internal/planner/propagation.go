@@ -7,13 +7,14 @@ import (
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 )
 
-// awaitPropagation holds the rollout while Temporal applies an accepted
-// routing change to the task queues' partitions. Until every partition has
-// it, a new workflow may still be routed as before (seen: a workflow started
-// as soon as status showed v1 current ran on v0). So the target is not
-// reported current or at its new ramp, status keeps the routing it showed
-// (Result.RoutingPropagating), and no further routing change is written
-// (plan.route); everything else is planned as usual.
+// awaitPropagation reports a routing change Temporal accepted but has not
+// applied to every task queue partition yet: until it has, a new workflow
+// may still be routed as before (seen: a workflow started as soon as status
+// showed v1 current ran on v0). So the target is not reported current or at
+// its new ramp, and status keeps the routing it showed
+// (Result.RoutingPropagating). Routing writes go on: Temporal orders them.
+// A change not applied after TemporalOutageBound blocks the rollout
+// (RoutingNotApplied), so that no CD tool waits on it forever.
 func awaitPropagation(v *view, p *plan, prog progress) progress {
 	t := v.temporal()
 	if !v.known() || !t.RoutingPropagating {
@@ -21,40 +22,39 @@ func awaitPropagation(v *view, p *plan, prog progress) progress {
 	}
 	p.res.RoutingPropagating = true
 	p.after(propagationWait(v))
-	var msg string
-	switch {
-	case prog.state == blocked:
+	if prog.state == blocked || (prog.state == done && v.in.TargetShownReady) {
+		// Status showed the target current already: the change being
+		// applied is another (a ramp on another version, say).
 		return prog
-	case t.CurrentBuildID == v.target:
-		msg = fmt.Sprintf("Temporal is applying version %s as current to the task queues of worker deployment %s; "+
-			"Ready once every task queue partition routes new workflows to it", v.target, v.deploymentName())
-	case t.RampingBuildID == v.target:
-		msg = fmt.Sprintf("Temporal is applying the ramp of %d%% to version %s to the task queues of worker deployment %s; "+
-			"status shows the ramp once every task queue partition applies it", t.RampPercentage, v.target, v.deploymentName())
-	case prog.state == done:
-		msg = fmt.Sprintf("Temporal is applying a routing change to the task queues of worker deployment %s", v.deploymentName())
-	default:
-		return prog // the change is not the target's: what it waits on stands
 	}
-	return movingBecause(v1alpha1.ReasonWaitingForTemporal, msg)
+	var change string
+	switch {
+	case t.CurrentBuildID == v.target:
+		change = fmt.Sprintf("version %s as current", v.target)
+	case t.RampingBuildID == v.target:
+		change = fmt.Sprintf("the ramp of %d%% to version %s", t.RampPercentage, v.target)
+	default:
+		return prog // not the target's change: what it waits on stands
+	}
+	if at := t.RoutingChangedAt; !at.IsZero() && v.now().Sub(at) >= TemporalOutageBound {
+		return blockedBecause(v1alpha1.ReasonRoutingNotApplied, fmt.Sprintf(
+			"Temporal accepted %s in worker deployment %s at %s but has not reported it applied to every task queue partition since, "+
+				"so new workflows may still be routed as before; check Temporal's health, and its routingConfigUpdateState with: "+
+				"temporal worker deployment describe --name %s (this clears once it is COMPLETED)",
+			change, v.deploymentName(), at.UTC().Format(time.RFC3339), v.deploymentName()))
+	}
+	return movingBecause(v1alpha1.ReasonWaitingForTemporal, fmt.Sprintf(
+		"Temporal is applying %s to the task queues of worker deployment %s; status shows it once every task queue partition routes new workflows by it",
+		change, v.deploymentName()))
 }
 
 // propagationWait paces the looks at a routing change being applied:
-// every requeuePropagation at first, then backing off from the change.
+// every requeuePropagation for propagationDue after the change, then
+// backing off from it.
 func propagationWait(v *view) time.Duration {
-	since := routingChangedAt(v)
-	if since.IsZero() || v.now().Sub(since) < propagationDue {
+	since := v.temporal().RoutingChangedAt
+	if !since.IsZero() && v.now().Sub(since) < propagationDue {
 		return requeuePropagation
 	}
 	return backoff(v, since)
-}
-
-// routingChangedAt is the latest routing change time Temporal reports.
-func routingChangedAt(v *view) time.Time {
-	t := v.temporal()
-	at := t.RampChangedAt
-	if cur, ok := v.tvs[t.CurrentBuildID]; ok && cur.CurrentSince != nil && cur.CurrentSince.After(at) {
-		at = *cur.CurrentSince
-	}
-	return at
 }

@@ -38,6 +38,15 @@ func TestReadsFailingForAMoment(t *testing.T) {
 			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForTemporal, Progressing: condTrue,
 				Requeue: 10 * time.Second},
 		},
+		"status showed the target Ready: it stands while reads fail for a moment": {
+			in:   with(base(), failing(-5*time.Second, false), func(in *Input) { in.TargetShownReady = true }),
+			want: ready(expect{Requeue: 10 * time.Second, Message: "version v2 is current as last read"}),
+		},
+		"but not past the bound": {
+			in: with(base(), failing(-TemporalOutageBound, false), func(in *Input) { in.TargetShownReady = true }),
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonTemporalStateFetchFailed, Progressing: condFalse,
+				Requeue: 10 * time.Second},
+		},
 		"no connection: blocked at once": {
 			in: with(base(), failing(-time.Second, false), func(in *Input) {
 				in.TemporalError.Reason = v1alpha1.ReasonTemporalClientCreationFailed
@@ -55,48 +64,69 @@ func TestReadsFailingForAMoment(t *testing.T) {
 }
 
 func TestRoutingPropagation(t *testing.T) {
-	applying := func(in *Input) { in.Temporal.RoutingPropagating = true }
-	currentAt := func(d time.Duration) func(*Input) {
+	applying := func(changed time.Duration) func(*Input) {
 		return func(in *Input) {
-			v := version("v2", v1alpha1.VersionCurrent)
-			v.CurrentSince = at(d)
-			setVersion(in, v)
+			in.Temporal.RoutingPropagating, in.Temporal.RoutingChangedAt = true, t0.Add(changed)
 		}
+	}
+	shownReady := func(in *Input) { in.TargetShownReady = true }
+	oursRampsV1 := func(in *Input) {
+		in.Temporal.RampingBuildID, in.Temporal.RampPercentage, in.Temporal.RampChangedAt = "v1", 20, t0.Add(-time.Hour)
+		setVersion(in, version("v1", v1alpha1.VersionRamping))
+	}
+	// v1 drained two hours ago: due for scale-down (scaledownDelay 1h).
+	v1Drained := func(in *Input) {
+		v := version("v1", v1alpha1.VersionDrained)
+		v.DrainedSince = at(-2 * time.Hour)
+		setVersion(in, v)
 	}
 	cs := cases{
 		"the target current, still being applied: not Ready yet": {
-			in: with(base(), rolledOut, currentAt(-100*time.Millisecond), applying),
+			in: with(base(), rolledOut, applying(-100*time.Millisecond)),
 			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForTemporal, Progressing: condTrue,
-				Requeue: requeuePropagation, Message: "Ready once every task queue partition routes new workflows to it"},
+				Requeue: requeuePropagation, Message: "applying version v2 as current"},
 		},
 		"applied: complete": {
-			in:   with(base(), rolledOut, currentAt(-100*time.Millisecond)),
-			want: ready(expect{Requeue: 5 * time.Second}),
+			in:   with(base(), rolledOut),
+			want: ready(expect{Requeue: time.Minute}),
 		},
-		"still applied after seconds: the look backs off": {
-			in: with(base(), rolledOut, currentAt(-8*time.Second), applying),
+		"still being applied after seconds: the look backs off": {
+			in: with(base(), rolledOut, applying(-8*time.Second)),
 			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForTemporal, Progressing: condTrue,
 				Requeue: 2 * time.Second},
 		},
-		"a ramp being applied: no other routing is written": {
-			in: with(base(), rolledOut, currentAt(-time.Hour), applying, func(in *Input) {
-				// Ours to remove once the target is current, but not
-				// before Temporal has applied the last change.
-				in.Temporal.RampingBuildID, in.Temporal.RampPercentage, in.Temporal.RampChangedAt = "v1", 20, t0.Add(-100*time.Millisecond)
-				setVersion(in, version("v1", v1alpha1.VersionRamping))
-			}),
-			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForTemporal, Progressing: condTrue,
-				Requeue: requeuePropagation},
+		"not applied a minute after the change: blocked, saying what to check": {
+			in: with(base(), rolledOut, applying(-TemporalOutageBound)),
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonRoutingNotApplied, Progressing: condFalse,
+				Requeue: 15 * time.Second, Message: "temporal worker deployment describe --name default/worker"},
 		},
-		"the target's ramp being applied: status keeps the previous ramp": {
-			in: with(base(), progressiveSteps, func(in *Input) { rampingTarget(in, 10, -100*time.Millisecond) }, applying),
+		"routing writes go on meanwhile: our ramp on another version is removed": {
+			in: with(base(), rolledOut, oursRampsV1, applying(-100*time.Millisecond)),
+			want: expect{Routing: &Routing{Op: RemoveRamp}, Ready: condFalse, Reason: v1alpha1.ReasonWaitingForTemporal, Progressing: condTrue,
+				Requeue: requeuePropagation, Events: []string{EventRemoveRamp}},
+		},
+		"status showed the target Ready: another change being applied leaves it Ready": {
+			in:   with(base(), rolledOut, oursRampsV1, shownReady, applying(-100*time.Millisecond)),
+			want: ready(expect{Routing: &Routing{Op: RemoveRamp}, Requeue: requeuePropagation, Events: []string{EventRemoveRamp}}),
+		},
+		"the target's ramp being applied": {
+			in: with(base(), progressiveSteps, func(in *Input) { rampingTarget(in, 10, -100*time.Millisecond) }, applying(-100*time.Millisecond)),
 			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForTemporal, Progressing: condTrue,
 				Requeue: requeuePropagation, Message: "applying the ramp of 10% to version v2"},
 		},
 		"someone else's change being applied while the target's workers start: that wait stands": {
-			in: with(base(), applying, func(in *Input) { in.Deployments[1].Available = false }),
+			in: with(base(), applying(-time.Hour), func(in *Input) { in.Deployments[1].Available = false }),
 			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPollers, Progressing: condTrue,
 				Requeue: 30 * time.Second},
+		},
+		"a drained version is retired once nothing is being applied": {
+			in: with(base(), rolledOut, v1Drained),
+			want: ready(expect{Scale: []Scale{{Name: "worker-v1", BuildID: "v1", Replicas: 0, Reason: ScaleSunset}},
+				Requeue: 30 * time.Second, Events: []string{EventScaleDown}}),
+		},
+		"but not while a change is being applied: a partition may still send it work": {
+			in:   with(base(), rolledOut, v1Drained, shownReady, applying(-100*time.Millisecond)),
+			want: ready(expect{Requeue: requeuePropagation}),
 		},
 	}
 	for name, tc := range cs {

@@ -20,7 +20,9 @@ func planSunset(v *view, p *plan) {
 			sunsetDeployment(v, p, d)
 		}
 	}
-	deleteTemporalVersions(v, p)
+	if !v.temporal().RoutingPropagating {
+		deleteTemporalVersions(v, p)
+	}
 }
 
 func sunsetDeployment(v *view, p *plan, d Deployment) {
@@ -35,6 +37,12 @@ func sunsetDeployment(v *view, p *plan, d Deployment) {
 				p.afterDeadline(v.now(), due)
 			}
 		}
+		return
+	}
+	if v.temporal().RoutingPropagating {
+		// Partitions that have not applied the change yet may still
+		// send the version new workflows: nothing is retired until
+		// Temporal has (awaitPropagation looks again).
 		return
 	}
 	due, ok := scaleDownAt(v, d.BuildID)

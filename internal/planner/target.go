@@ -251,6 +251,11 @@ func temporalUnknown(v *view, p *plan) progress {
 		// A throttle, or reads failing for a moment, is no failure:
 		// CD tools must not fail a rollout that goes on seconds later.
 		if lasted := v.now().Sub(e.Since); e.Throttled || lasted < TemporalOutageBound {
+			if v.in.TargetShownReady {
+				// Routing changes only by a write, and none is made
+				// meanwhile: what status showed stands.
+				return rolloutComplete(fmt.Sprintf("version %s is current as last read; reads of Temporal fail for the moment: %s", v.target, e.Message))
+			}
 			msg := e.Message
 			if !e.Throttled {
 				msg += fmt.Sprintf("; reported as an outage (TemporalStateFetchFailed) if reads still fail at %s",

@@ -32,6 +32,10 @@ type Input struct {
 	// (rollout complete), or as taken away by someone else. If it is not
 	// current now, someone else changed routing, and that is not undone.
 	TargetHadCompleted bool
+	// TargetShownReady: status shows Ready=True with this target current.
+	// While reads fail for a moment, or Temporal applies some other
+	// routing change, that stands.
+	TargetShownReady bool
 	// Server is the Temporal server the TWD's connection names now; zero
 	// when the connection could not be resolved.
 	Server Server
@@ -206,6 +210,9 @@ type TemporalState struct {
 	// applying it to the task queues' partitions; until it has, new
 	// workflows may still be routed as before.
 	RoutingPropagating bool
+	// RoutingChangedAt is the server's time of the last routing change
+	// (current version, ramping version or percentage); zero if unknown.
+	RoutingChangedAt time.Time
 	// Versions are the registered versions, one per build ID.
 	Versions []TemporalVersion
 }

@@ -77,6 +77,7 @@ func stateFromInfo(info *deploymentpb.WorkerDeploymentInfo) *planner.TemporalSta
 		// return once applied.
 		RoutingPropagating: info.GetRoutingConfigUpdateState() == enumspb.ROUTING_CONFIG_UPDATE_STATE_IN_PROGRESS,
 	}
+	s.RoutingChangedAt = routingChangedAt(rc)
 	// A ramp to unversioned workers has no build ID; the planner has no
 	// way to express it, so it is reported as no ramp.
 	if s.RampingBuildID != "" {
@@ -583,11 +584,7 @@ func (a *API) ListDeployments(ctx context.Context) (map[string]DeploymentSummary
 			if s.RampingBuildID != "" {
 				s.RampPercentage = pct(rc.GetRampingVersionPercentage())
 			}
-			for _, t := range []*timestamppb.Timestamp{rc.GetCurrentVersionChangedTime(), rc.GetRampingVersionChangedTime(), rc.GetRampingVersionPercentageChangedTime()} {
-				if t := timeOrZero(t); t.After(s.RoutingChangedAt) {
-					s.RoutingChangedAt = t
-				}
-			}
+			s.RoutingChangedAt = routingChangedAt(rc)
 			out[s.Name] = s
 		}
 		page = resp.GetNextPageToken()
@@ -595,6 +592,17 @@ func (a *API) ListDeployments(ctx context.Context) (map[string]DeploymentSummary
 			return out, nil
 		}
 	}
+}
+
+// routingChangedAt is the latest of a routing config's change times.
+func routingChangedAt(rc *deploymentpb.RoutingConfig) time.Time {
+	var at time.Time
+	for _, t := range []*timestamppb.Timestamp{rc.GetCurrentVersionChangedTime(), rc.GetRampingVersionChangedTime(), rc.GetRampingVersionPercentageChangedTime()} {
+		if t := timeOrZero(t); t.After(at) {
+			at = t
+		}
+	}
+	return at
 }
 
 func pct(f float32) int32 { return int32(math.Round(float64(f))) }

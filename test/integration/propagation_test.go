@@ -17,11 +17,12 @@ import (
 )
 
 // propagationHold is how long devenv's Temporal holds each routing change
-// back from the task queues' non-root partitions during these tests. It
-// is normally a few milliseconds, in which a workflow started right after
-// `kubectl wait` returned was seen once in about 14 tries to run on the
-// old version; held, a workflow started in the window lands on a partition
-// that routes as before three times in four.
+// back from the task queues' partitions, root and others, during these
+// tests. The window between the answer to a routing write and every
+// partition applying it is normally a few hundred milliseconds, in which a
+// workflow started right after `kubectl wait` returned was seen once in
+// about 14 tries to run on the old version; held, every workflow started
+// in it is routed as before.
 const propagationHold = time.Second
 
 // holdPropagation makes devenv's Temporal hold routing changes back for
@@ -78,8 +79,8 @@ func (r *rollout) kubectlWaitReady() {
 
 // TestReadyMeansTemporalRoutesThere: Ready=True and status.currentVersion
 // promise that Temporal routes new workflows to the version. With each
-// routing change held back from three of the four task queue partitions
-// for a second, a workflow started the moment `kubectl wait
+// routing change held back from the task queue partitions for a second,
+// a workflow started the moment `kubectl wait
 // --for=condition=Ready` returns runs its first task on the new version,
 // 20 times in a row, rollbacks included; and once status shows a ramp, new
 // workflows split by it.
@@ -114,7 +115,7 @@ func TestReadyMeansTemporalRoutesThere(t *testing.T) {
 	t.Logf("%d rollouts between %s and its successor: every workflow started on Ready ran on the new version", rollouts, v1)
 
 	// A ramp step: once status shows 50%, about half of new workflows go
-	// to the target. Held back, most partitions would still send none.
+	// to the target. Shown before Temporal applied it, none would.
 	r.update(func(t *v1alpha1.TemporalWorkerDeployment) {
 		t.Spec.Template.Spec.Containers[0].Image = "rainbow.local/demo-worker:v3"
 		t.Spec.Rollout = v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyProgressive,
@@ -132,9 +133,8 @@ func TestReadyMeansTemporalRoutesThere(t *testing.T) {
 			onTarget++
 		}
 	}
-	// Binomial(60, 0.5): fewer than 18 has a probability of about 0.1%;
-	// with the ramp on one partition in four (an eighth of new
-	// workflows), 18 or more has about 0.005%.
+	// Binomial(60, 0.5): outside 18 to 42 has a probability of about
+	// 0.1% (each tail about 0.06%).
 	if onTarget < 18 || onTarget > 42 {
 		t.Fatalf("%d of %d workflows started once status showed a 50%% ramp ran on %s; want about half (18 to 42)", onTarget, n, v3)
 	}

@@ -158,18 +158,20 @@ func TestUnansweredWriteIsNoFailure(t *testing.T) {
 		Ready:       planner.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Message: "making version v2 current"},
 		Progressing: planner.Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonWaitingForPromotion, Message: "making version v2 current"}}
 	unavailable := &temporal.Error{Op: "SetCurrent", Err: serviceerror.NewUnavailable("connection refused")}
-	late := fmt.Errorf("SetCurrent: %w", context.DeadlineExceeded)
+	late := &temporal.Error{Op: "SetCurrent", Err: context.DeadlineExceeded}
+	kubeLate := fmt.Errorf("update Deployment: %w", context.DeadlineExceeded)
 	refused := &temporal.Error{Op: "SetCurrent", Kind: temporal.ErrRefused, Err: serviceerror.NewFailedPrecondition("no")}
 	for name, tc := range map[string]struct {
 		errs      []error
 		momentary bool
 		stalled   bool
 	}{
-		"unavailable for a moment": {errs: []error{unavailable}, momentary: true},
-		"timed out for a moment":   {errs: []error{late}, momentary: true},
-		"past the bound":           {errs: []error{unavailable}, stalled: true},
-		"refused":                  {errs: []error{refused}, stalled: true},
-		"refused and unavailable":  {errs: []error{refused, unavailable}, stalled: true},
+		"unavailable for a moment":     {errs: []error{unavailable}, momentary: true},
+		"timed out for a moment":       {errs: []error{late}, momentary: true},
+		"past the bound":               {errs: []error{unavailable}, stalled: true},
+		"refused":                      {errs: []error{refused}, stalled: true},
+		"refused and unavailable":      {errs: []error{refused, unavailable}, stalled: true},
+		"a Kubernetes write timed out": {errs: []error{kubeLate}, stalled: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if got := unanswered(tc.errs); got != (tc.momentary || name == "past the bound") {
@@ -184,5 +186,31 @@ func TestUnansweredWriteIsNoFailure(t *testing.T) {
 				t.Errorf("Progressing = %+v, want True and saying the write is retried", res.Progressing)
 			}
 		})
+	}
+}
+
+// TestStatusKeepsTheRoutingTemporalStillApplies: while Temporal applies a
+// routing change, status keeps the current version and the ramp it showed.
+func TestStatusKeepsTheRoutingTemporalStillApplies(t *testing.T) {
+	pct := func(p int32) *int32 { return &p }
+	old := v1alpha1.TemporalWorkerDeploymentStatus{
+		CurrentVersion: &v1alpha1.WorkerVersion{BuildID: "v0", Status: v1alpha1.VersionCurrent},
+		TargetVersion:  &v1alpha1.WorkerVersion{BuildID: "v1", Status: v1alpha1.VersionRamping, RampPercentage: pct(25)},
+	}
+	res := planner.Result{RoutingPropagating: true, Versions: []planner.Version{
+		{BuildID: "v0", Status: v1alpha1.VersionDraining},
+		{BuildID: "v1", Status: v1alpha1.VersionCurrent, Target: true},
+	}}
+	st := newStatus(old, 2, res, outcome{}, nil, t0)
+	if c := st.CurrentVersion; c == nil || c.BuildID != "v0" || c.Status != v1alpha1.VersionCurrent {
+		t.Errorf("currentVersion = %+v, want v0 Current until Temporal applied the change", c)
+	}
+	if tv := st.TargetVersion; tv == nil || tv.Status != v1alpha1.VersionRamping || tv.RampPercentage == nil || *tv.RampPercentage != 25 {
+		t.Errorf("targetVersion = %+v, want v1 still Ramping 25%%", tv)
+	}
+	res.RoutingPropagating = false
+	st = newStatus(old, 2, res, outcome{}, nil, t0)
+	if c := st.CurrentVersion; c == nil || c.BuildID != "v1" {
+		t.Errorf("once applied, currentVersion = %+v, want v1", c)
 	}
 }

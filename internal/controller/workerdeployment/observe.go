@@ -85,6 +85,7 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 		DeploymentName:     o.deploymentName,
 		Spec:               plannerSpec(twd, o.targetBuildID, r.MaxVersions),
 		TargetHadCompleted: targetHadCompleted(twd, o.targetBuildID),
+		TargetShownReady:   targetShownReady(twd, o.targetBuildID),
 		Deletion:           deletion(twd),
 		Namespace:          twd.Namespace,
 		Name:               twd.Name,
@@ -341,6 +342,12 @@ func ownerKey(twd *v1alpha1.TemporalWorkerDeployment) string {
 
 // targetHadCompleted: the last status showed this target current, or
 // showed that someone else took its traffic away (which must stay so).
+// targetShownReady: status shows the target current and Ready.
+func targetShownReady(twd *v1alpha1.TemporalWorkerDeployment, target string) bool {
+	c := meta.FindStatusCondition(twd.Status.Conditions, v1alpha1.ConditionReady)
+	return c != nil && c.Status == metav1.ConditionTrue && twd.Status.CurrentVersion != nil && twd.Status.CurrentVersion.BuildID == target
+}
+
 func targetHadCompleted(twd *v1alpha1.TemporalWorkerDeployment, target string) bool {
 	if twd.Status.TargetVersion == nil || twd.Status.TargetVersion.BuildID != target {
 		return false

@@ -1,6 +1,7 @@
 package workerdeployment
 
 import (
+	"errors"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -85,7 +86,8 @@ func kstatusConditions(res planner.Result) (reconciling, stalled planner.Conditi
 // unanswered: every error is Temporal not answering a call.
 func unanswered(errs []error) bool {
 	for _, err := range errs {
-		if !temporal.Unanswered(err) {
+		var call *temporal.Error
+		if !errors.As(err, &call) || !temporal.Unanswered(err) {
 			return false
 		}
 	}
