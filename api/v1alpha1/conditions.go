@@ -54,9 +54,6 @@ const (
 	// ReasonRoutingChangedExternally: someone else changed routing away
 	// from the target; the controller leaves it as they set it.
 	ReasonRoutingChangedExternally = "RoutingChangedExternally"
-	// ReasonRoutingNotApplied: Temporal accepted a routing change a while
-	// ago and has not reported it applied to every task queue partition.
-	ReasonRoutingNotApplied = "RoutingNotApplied"
 	// ReasonGateFailed: the gate workflow failed on the target version.
 	ReasonGateFailed = "GateFailed"
 	// ReasonTemporalServerChanged: the connection now names another

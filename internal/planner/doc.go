@@ -48,10 +48,11 @@
 //     queues' partitions (TemporalState.RoutingPropagating), the target
 //     becomes neither Ready nor shown at a new ramp, status keeps the
 //     routing it showed (Result.RoutingPropagating), and no version is
-//     scaled down or deleted (a partition may still route to it); a change
-//     not applied TemporalOutageBound after it was made blocks the rollout
-//     (RoutingNotApplied). Ready, the current version and the ramp in
-//     status mean that Temporal applies them to new workflows.
+//     scaled down or deleted (a partition may still route to it). Ready,
+//     the current version and the ramp in status mean that Temporal
+//     applies them to new workflows. A report still standing
+//     TemporalOutageBound after the change is taken as stale: Temporal was
+//     seen to keep it for good.
 //   - Manual never writes routing, AllAtOnce makes the target current,
 //     Progressive ramps through the steps (each pause timed from Temporal's
 //     ramp change time) and then makes it current. The first version of a

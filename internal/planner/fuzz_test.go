@@ -303,7 +303,8 @@ func safetyViolations(in Input, r Result) []error {
 	// a routing change, the target is Ready only if status showed it so
 	// before, and no version is retired (a partition that has not applied
 	// the change may still send it new workflows).
-	if ts != nil && ts.RoutingPropagating {
+	propagating := ts != nil && ts.RoutingPropagating && (ts.RoutingChangedAt.IsZero() || in.Now.Sub(ts.RoutingChangedAt) < TemporalOutageBound)
+	if propagating {
 		if (r.Ready.Status == metav1.ConditionTrue && !in.TargetShownReady) || !r.RoutingPropagating {
 			bad("Ready = %s, RoutingPropagating = %v while Temporal still applies a routing change", r.Ready.Status, r.RoutingPropagating)
 		}
@@ -480,7 +481,7 @@ func safetyViolations(in Input, r Result) []error {
 		if r.Ready.Status == metav1.ConditionTrue {
 			bad("Ready = True while the target's workers use another server")
 		}
-	} else if targetCurrent && (!ts.RoutingPropagating || in.TargetShownReady) && (r.Ready.Status == metav1.ConditionTrue) == rolling {
+	} else if targetCurrent && (!propagating || in.TargetShownReady) && (r.Ready.Status == metav1.ConditionTrue) == rolling {
 		bad("Ready = %s for a current target whose Deployment rolls a changed template: %v", r.Ready.Status, rolling)
 	}
 	if u := r.UpdateDeployment; u != nil && u.BuildID != in.Spec.TargetBuildID {

@@ -13,11 +13,9 @@ import (
 // showed v1 current ran on v0). So the target is not reported current or at
 // its new ramp, and status keeps the routing it showed
 // (Result.RoutingPropagating). Routing writes go on: Temporal orders them.
-// A change not applied after TemporalOutageBound blocks the rollout
-// (RoutingNotApplied), so that no CD tool waits on it forever.
 func awaitPropagation(v *view, p *plan, prog progress) progress {
 	t := v.temporal()
-	if !v.known() || !t.RoutingPropagating {
+	if !v.propagating() {
 		return prog
 	}
 	p.res.RoutingPropagating = true
@@ -36,16 +34,23 @@ func awaitPropagation(v *view, p *plan, prog progress) progress {
 	default:
 		return prog // not the target's change: what it waits on stands
 	}
-	if at := t.RoutingChangedAt; !at.IsZero() && v.now().Sub(at) >= TemporalOutageBound {
-		return blockedBecause(v1alpha1.ReasonRoutingNotApplied, fmt.Sprintf(
-			"Temporal accepted %s in worker deployment %s at %s but has not reported it applied to every task queue partition since, "+
-				"so new workflows may still be routed as before; check Temporal's health, and its routingConfigUpdateState with: "+
-				"temporal worker deployment describe --name %s (this clears once it is COMPLETED)",
-			change, v.deploymentName(), at.UTC().Format(time.RFC3339), v.deploymentName()))
-	}
 	return movingBecause(v1alpha1.ReasonWaitingForTemporal, fmt.Sprintf(
 		"Temporal is applying %s to the task queues of worker deployment %s; status shows it once every task queue partition routes new workflows by it",
 		change, v.deploymentName()))
+}
+
+// propagating: Temporal reports a routing change still being applied. A
+// report that lasts TemporalOutageBound past the change is taken as stale:
+// the soak saw Temporal keep IN_PROGRESS for good after a change its
+// partitions had applied (the completion is a signal Temporal only logs
+// when it fails), and waiting on it would hold every rollout and
+// retirement of the worker deployment.
+func (v *view) propagating() bool {
+	t := v.temporal()
+	if !v.known() || !t.RoutingPropagating {
+		return false
+	}
+	return t.RoutingChangedAt.IsZero() || v.now().Sub(t.RoutingChangedAt) < TemporalOutageBound
 }
 
 // propagationWait paces the looks at a routing change being applied:

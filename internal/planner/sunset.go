@@ -20,7 +20,7 @@ func planSunset(v *view, p *plan) {
 			sunsetDeployment(v, p, d)
 		}
 	}
-	if !v.temporal().RoutingPropagating {
+	if !v.propagating() {
 		deleteTemporalVersions(v, p)
 	}
 }
@@ -39,7 +39,7 @@ func sunsetDeployment(v *view, p *plan, d Deployment) {
 		}
 		return
 	}
-	if v.temporal().RoutingPropagating {
+	if v.propagating() {
 		// Partitions that have not applied the change yet may still
 		// send the version new workflows: nothing is retired until
 		// Temporal has (awaitPropagation looks again).
