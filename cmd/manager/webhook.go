@@ -39,7 +39,7 @@ func bindWebhookFlags(fs *flag.FlagSet) *webhookFlags {
 	fs.BoolVar(&f.writeCerts, "webhook-write-certs", false,
 		"copy the rotated certificate from the Secret into --webhook-cert-dir (for a manager outside a cluster, where no volume mounts the Secret)")
 	fs.StringVar(&f.bannedKinds, "owned-resource-banned-kinds", strings.Join(admission.DefaultBannedKinds, ","),
-		"comma-separated kinds a TemporalWorkerOwnedResource may not attach, in any API group; empty bans none")
+		"comma-separated kinds a TemporalWorkerOwnedResource may not attach, in any API group, refused by the webhook and the controller; empty bans none of these (RBAC kinds are always banned)")
 	sa := ""
 	if ns, name := os.Getenv("POD_NAMESPACE"), os.Getenv("SERVICE_ACCOUNT_NAME"); ns != "" && name != "" {
 		sa = ns + "/" + name

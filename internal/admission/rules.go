@@ -18,9 +18,8 @@ import (
 )
 
 // DefaultBannedKinds are the kinds refused in spec.object unless the
-// manager is told otherwise: objects that run pods of their own, which
-// would run once per worker version beside the versioned Deployments.
-var DefaultBannedKinds = []string{"Deployment", "StatefulSet", "Job", "Pod", "CronJob"}
+// manager is told otherwise; the controller refuses them too.
+var DefaultBannedKinds = ownedresource.DefaultBannedKinds
 
 // sentinelFields say what the controller fills in for each version under
 // the keys of ownedresource.IsSentinelKey: a user may only mark them with
@@ -94,9 +93,9 @@ func validateTypeMeta(obj map[string]any, banned []string) field.ErrorList {
 	if err != nil {
 		return append(errs, err)
 	}
-	if slices.ContainsFunc(banned, func(b string) bool { return strings.EqualFold(b, kind) }) {
-		errs = append(errs, field.Forbidden(objectPath.Child("kind"), fmt.Sprintf(
-			"%s objects cannot be attached to worker versions (banned kinds: %s)", kind, strings.Join(banned, ", "))))
+	gv, _ := schema.ParseGroupVersion(apiVersion)
+	if why := ownedresource.BannedKind(schema.GroupKind{Group: gv.Group, Kind: kind}, banned); why != "" {
+		errs = append(errs, field.Forbidden(objectPath.Child("kind"), why))
 	}
 	return errs
 }

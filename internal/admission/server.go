@@ -35,7 +35,7 @@ type Options struct {
 	// default, <temp dir>/k8s-webhook-server/serving-certs.
 	CertDir string
 	// BannedKinds are refused in spec.object; nil means DefaultBannedKinds,
-	// an empty list bans none.
+	// an empty list bans none of them (RBAC kinds are always banned).
 	BannedKinds []string
 	// ControllerUser and ControllerGroups are who the controller acts as
 	// (for a service account, see ServiceAccountIdentity). Empty means

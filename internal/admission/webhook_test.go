@@ -38,7 +38,7 @@ func testMapper() meta.RESTMapper {
 	m := meta.NewDefaultRESTMapper(nil)
 	m.Add(schema.GroupVersionKind{Group: "autoscaling", Version: "v2", Kind: "HorizontalPodAutoscaler"}, meta.RESTScopeNamespace)
 	m.Add(schema.GroupVersionKind{Group: "policy", Version: "v1", Kind: "PodDisruptionBudget"}, meta.RESTScopeNamespace)
-	m.Add(schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"}, meta.RESTScopeRoot)
+	m.Add(schema.GroupVersionKind{Group: "scheduling.k8s.io", Version: "v1", Kind: "PriorityClass"}, meta.RESTScopeRoot)
 	return m
 }
 
@@ -103,8 +103,8 @@ func TestHandle(t *testing.T) {
 			code: http.StatusUnprocessableEntity, message: "spec.object.kind: Invalid value: \"Gadget\": unknown kind"},
 		{name: "unknown version", op: admissionv1.Create, obj: twor("w", `{"apiVersion":"autoscaling/v9","kind":"HorizontalPodAutoscaler"}`), reviewer: allowAll(),
 			code: http.StatusUnprocessableEntity, message: "unknown kind"},
-		{name: "cluster-scoped kind", op: admissionv1.Create, obj: twor("w", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole"}`), reviewer: allowAll(),
-			code: http.StatusUnprocessableEntity, message: "spec.object.kind: Invalid value: \"ClusterRole\": cluster-scoped kind"},
+		{name: "cluster-scoped kind", op: admissionv1.Create, obj: twor("w", `{"apiVersion":"scheduling.k8s.io/v1","kind":"PriorityClass"}`), reviewer: allowAll(),
+			code: http.StatusUnprocessableEntity, message: "spec.object.kind: Invalid value: \"PriorityClass\": cluster-scoped kind"},
 		{name: "user may not create", op: admissionv1.Create, obj: twor("w", goodHPA), reviewer: &fakeReviewer{},
 			code: http.StatusForbidden, message: `spec.object: user "alice" may not create horizontalpodautoscalers.autoscaling in namespace "ns"`,
 			reviews: []string{"alice create"}},

@@ -215,7 +215,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	if err := (&workerdeployment.Reconciler{
 		Client: leaderClient, APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: recorder, Clock: clock.RealClock{}, MaxVersions: opts.MaxVersions,
-		Backlogs: backlogs, Workers: opts.Workers,
+		Backlogs: backlogs, Workers: opts.Workers, BannedKinds: bannedKinds(opts.Webhook),
 	}).SetupWithManager(mgr); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("set up the TemporalWorkerDeployment controller: %w", err)

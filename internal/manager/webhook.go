@@ -21,3 +21,12 @@ func webhookServer(o *WebhookOptions) webhook.Server {
 	}
 	return admission.NewServer(*o)
 }
+
+// bannedKinds are the kinds the controller refuses to make copies of: the
+// webhook's, so that both refuse the same (nil: the default list).
+func bannedKinds(o *WebhookOptions) []string {
+	if o == nil {
+		return nil
+	}
+	return o.BannedKinds
+}

@@ -94,8 +94,14 @@
 //     TemporalWorkerOwnedResource, rendered by internal/ownedresource and
 //     applied when missing, changed, failed or ten minutes old. Copies of
 //     sunset versions, of an earlier kind or name, and of a deleted owned
-//     resource are deleted. A copy that cannot be rendered keeps the
-//     previous one and is reported for its version alone. An owned
+//     resource are deleted, but only what the executor reads under a
+//     recorded name and DeleteRefusal finds to be the controller's copy
+//     (labels, the version's Deployment as controller owner, namespaced,
+//     in the namespace, a kind not banned): status is no proof. A copy
+//     that cannot be rendered keeps the previous one and is reported for
+//     its version alone; so does every version of an owned resource that
+//     ApplyRefusal refuses (a banned or cluster-scoped kind, another
+//     namespace), which applies nothing. An owned
 //     autoscaler (scaleTargetRef: null) owns the versions' replicas:
 //     spec.replicas then only sizes a new Deployment.
 //   - Every other Deployment follows the connection (a changed address or

@@ -5,9 +5,12 @@ import (
 	"sort"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/rainbow-deploy/rainbow/internal/ownedresource"
+	"github.com/rainbow-deploy/rainbow/internal/workload"
 )
 
 // ownedResync is how long an unchanged copy goes without being applied
@@ -116,7 +119,10 @@ func (v *view) render(or OwnedResource, d Deployment) (*unstructured.Unstructure
 	if or.Object == nil {
 		return nil, fmt.Errorf("spec.object is not a JSON object")
 	}
-	return ownedresource.Render(or.Object, ownedresource.Target{
+	if err := ApplyRefusal(v.in, or); err != nil {
+		return nil, err
+	}
+	u, err := ownedresource.Render(or.Object, ownedresource.Target{
 		Namespace:              v.in.Namespace,
 		WorkerDeployment:       v.in.Name,
 		OwnedResource:          or.Name,
@@ -126,6 +132,85 @@ func (v *view) render(or OwnedResource, d Deployment) (*unstructured.Unstructure
 		TemporalNamespace:      v.in.TemporalNamespace,
 		TemporalDeploymentName: v.in.DeploymentName,
 	})
+	if err == nil && u.GetNamespace() != v.in.Namespace {
+		err = fmt.Errorf("the copy would be made in namespace %q, not %q", u.GetNamespace(), v.in.Namespace)
+	}
+	return u, err
+}
+
+// ApplyRefusal re-checks at apply time what the admission webhook checks,
+// for a TWOR admitted while the webhook was absent or under older rules:
+// no copy of a banned kind (RBAC kinds always), of a cluster-scoped kind,
+// or in another namespace than the TWOR's. The error names the field to
+// fix; the planner reports it for every version and applies nothing.
+func ApplyRefusal(in Input, or OwnedResource) error {
+	apiVersion, _ := or.Object["apiVersion"].(string)
+	kind, _ := or.Object["kind"].(string)
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return fmt.Errorf("spec.object.apiVersion: %w", err)
+	}
+	if why := ownedresource.BannedKind(schema.GroupKind{Group: gv.Group, Kind: kind}, in.BannedKinds); why != "" {
+		return fmt.Errorf("spec.object.kind: Forbidden: %s; nothing is applied: change spec.object.kind or delete this object", why)
+	}
+	if or.ClusterScoped {
+		return fmt.Errorf("spec.object.kind: Forbidden: %s is cluster-scoped; copies are only made in the namespace %q: change spec.object.kind or delete this object", kind, in.Namespace)
+	}
+	if md, ok := or.Object["metadata"].(map[string]any); ok {
+		if ns, _ := md["namespace"].(string); ns != "" && ns != in.Namespace {
+			return fmt.Errorf("spec.object.metadata.namespace: Forbidden: copies are only made in the namespace %q: remove the field", in.Namespace)
+		}
+	}
+	return nil
+}
+
+// ObservedObject is what the executor read of the object a recorded copy
+// names, just before it deletes it.
+type ObservedObject struct {
+	// Namespaced: the API server serves the kind as a namespaced one.
+	Namespaced bool
+	Namespace  string
+	UID        string
+	Labels     map[string]string
+	Owners     []metav1.OwnerReference
+}
+
+// DeleteRefusal says why the object a recorded copy of owned resource
+// owned names may not be deleted, or nil if it may. Status is not proof:
+// only a copy the controller made is deleted, one that carries its labels
+// (the TWD's, the owned resource's, a build ID) and, as controller, an
+// owner reference to that build's Deployment of this TWD; never an object
+// of a banned or cluster-scoped kind, nor one in another namespace. The
+// executor deletes with the observed UID as a precondition.
+func DeleteRefusal(in Input, owned string, c OwnedCopy, o ObservedObject) error {
+	gv, err := schema.ParseGroupVersion(c.APIVersion)
+	if err != nil {
+		return fmt.Errorf("apiVersion %q: %w", c.APIVersion, err)
+	}
+	if why := ownedresource.BannedKind(schema.GroupKind{Group: gv.Group, Kind: c.Kind}, in.BannedKinds); why != "" {
+		return fmt.Errorf("%s", why)
+	}
+	if !o.Namespaced {
+		return fmt.Errorf("%s is cluster-scoped; copies are namespaced", c.Kind)
+	}
+	if o.Namespace != in.Namespace || o.UID == "" {
+		return fmt.Errorf("it is in namespace %q, not %q", o.Namespace, in.Namespace)
+	}
+	if o.Labels[ownedresource.LabelOwnedResource] != workload.WorkerLabel(owned) || o.Labels[workload.LabelWorker] != workload.WorkerLabel(in.Name) {
+		return fmt.Errorf("it lacks the labels %s=%s and %s=%s of this owned resource's copies",
+			ownedresource.LabelOwnedResource, workload.WorkerLabel(owned), workload.LabelWorker, workload.WorkerLabel(in.Name))
+	}
+	ref := metav1.GetControllerOfNoCopy(&metav1.ObjectMeta{OwnerReferences: o.Owners})
+	if ref == nil || ref.APIVersion != "apps/v1" || ref.Kind != "Deployment" || ref.UID == "" {
+		return fmt.Errorf("it is not controlled by a Deployment of TemporalWorkerDeployment %s", in.Name)
+	}
+	for _, d := range in.Deployments {
+		if d.UID == string(ref.UID) && d.BuildID == o.Labels[workload.LabelBuildID] {
+			return nil
+		}
+	}
+	return fmt.Errorf("its controller, Deployment %s, is not the Deployment of its build ID %q of TemporalWorkerDeployment %s",
+		ref.Name, o.Labels[workload.LabelBuildID], in.Name)
 }
 
 // autoscaled: a TWOR puts an autoscaler on every version (its copies get

@@ -2,9 +2,16 @@ package planner
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/rainbow-deploy/rainbow/internal/ownedresource"
+	"github.com/rainbow-deploy/rainbow/internal/workload"
 )
 
 // fuzzOwned adds owned resources, with recorded copies, to a fuzz input;
@@ -18,18 +25,27 @@ func fuzzOwned(s *byteSource, in *Input) {
 	dropped := hpa().Object
 	delete(dropped["spec"].(map[string]any), "scaleTargetRef")
 	objects := []map[string]any{nil, hpa().Object, pdb().Object, dropped,
-		{"apiVersion": "v1", "kind": "ConfigMap", "data": map[string]any{"b": `{{ if eq .BuildID "b" }}{{ .Nope }}{{ end }}`}}}
+		{"apiVersion": "v1", "kind": "ConfigMap", "data": map[string]any{"b": `{{ if eq .BuildID "b" }}{{ .Nope }}{{ end }}`}},
+		// Admitted while the webhook was absent.
+		{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding"},
+		{"apiVersion": "apps/v1", "kind": "Deployment"},
+		{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"namespace": "other"}}}
+	in.BannedKinds = pick(s, nil, []string{"Deployment"}, []string{"ConfigMap"})
 	for _, name := range []string{"h", "p"} {
 		if !s.bool() {
 			continue
 		}
 		or := OwnedResource{Name: name, Generation: int64(1 + s.intn(2)), Object: pick(s, objects...),
-			Deleting: s.intn(4) == 0, Finalized: s.bool()}
+			Deleting: s.intn(4) == 0, Finalized: s.bool(), ClusterScoped: s.intn(4) == 0}
 		or.Adopted = or.Finalized && s.bool()
-		for _, b := range fuzzBuilds {
+		for _, b := range append(fuzzBuilds, "forged") {
 			if s.bool() {
+				// Anyone who may write status may record anything.
+				kind := pick(s, "autoscaling/v2 HorizontalPodAutoscaler", "policy/v1 PodDisruptionBudget", "apps/v1 Deployment",
+					"v1 ConfigMap", "rbac.authorization.k8s.io/v1 ClusterRole")
+				apiVersion, kind, _ := strings.Cut(kind, " ")
 				or.Copies = append(or.Copies, OwnedCopy{
-					BuildID: b, APIVersion: pick(s, "autoscaling/v2", "policy/v1"), Kind: pick(s, "HorizontalPodAutoscaler", "PodDisruptionBudget"),
+					BuildID: b, APIVersion: apiVersion, Kind: kind,
 					Name: pick(s, "", ownedresource.Name("w", name, b), "old"), Applied: s.bool(), Generation: int64(1 + s.intn(2)),
 					Hash: pick(s, "", "x"), AppliedAt: pick(s, time.Time{}, t0.Add(-time.Minute), t0.Add(-time.Hour)),
 				})
@@ -84,6 +100,11 @@ func ownedViolations(in Input, r Result) []error {
 				bad("%s: two copies applied for %s", w.Name, b)
 			}
 			applied[b] = a.Copy
+			if gv, _ := schema.ParseGroupVersion(a.Copy.APIVersion); gv.Group == "rbac.authorization.k8s.io" || slices.Contains(in.BannedKinds, a.Copy.Kind) ||
+				or.ClusterScoped || objectNamespace(or) != "" && objectNamespace(or) != in.Namespace {
+				bad("%s: a copy of %s %s (cluster-scoped %v, banned %v, namespace %q) is applied", w.Name, a.Copy.APIVersion, a.Copy.Kind,
+					or.ClusterScoped, in.BannedKinds, objectNamespace(or))
+			}
 			meta, _ := a.Object["metadata"].(map[string]any)
 			refs, _ := meta["ownerReferences"].([]any)
 			if len(refs) != 1 || refs[0].(map[string]any)["uid"] != d.UID || meta["namespace"] != in.Namespace {
@@ -94,6 +115,7 @@ func ownedViolations(in Input, r Result) []error {
 			if !recorded(or, c) {
 				bad("%s: deletes %s %s, which its status never recorded", w.Name, c.Kind, c.Name)
 			}
+			errs = append(errs, deleteViolations(in, w.Name, c)...)
 			if or.Deleting || running[c.BuildID].UID == "" {
 				continue
 			}
@@ -135,4 +157,60 @@ func recorded(or OwnedResource, c OwnedCopy) bool {
 		}
 	}
 	return false
+}
+
+func objectNamespace(or OwnedResource) string {
+	md, _ := or.Object["metadata"].(map[string]any)
+	ns, _ := md["namespace"].(string)
+	return ns
+}
+
+// deleteViolations: status only names what to look at. Of every object the
+// executor could find under a recorded copy's name (the copy the
+// controller made for each version, a versioned Deployment, a look-alike
+// owned by another Deployment, in another namespace or cluster-scoped),
+// DeleteRefusal lets only a namespaced object of this namespace, of a kind
+// not banned, go that carries the owned resource's and the TWD's labels
+// and, as controller, an owner reference to the Deployment of its build ID.
+func deleteViolations(in Input, owned string, c OwnedCopy) []error {
+	var errs []error
+	ours := func(d Deployment) map[string]string {
+		return map[string]string{ownedresource.LabelOwnedResource: workload.WorkerLabel(owned), workload.LabelWorker: workload.WorkerLabel(in.Name), workload.LabelBuildID: d.BuildID}
+	}
+	var seen []ObservedObject
+	all := append(slices.Clone(in.Deployments), Deployment{BuildID: "x", UID: "foreign"})
+	for _, d := range all {
+		ref := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, UID: types.UID(d.UID), Controller: ptr(true)}
+		twd := metav1.OwnerReference{APIVersion: "temporal.io/v1alpha1", Kind: "TemporalWorkerDeployment", Name: in.Name, UID: "twd", Controller: ptr(true)}
+		notController := ref
+		notController.Controller = nil
+		versioned := map[string]string{workload.LabelWorker: workload.WorkerLabel(in.Name), workload.LabelBuildID: d.BuildID}
+		for _, o := range []ObservedObject{
+			{Namespaced: true, Namespace: in.Namespace, UID: "c", Labels: ours(d), Owners: []metav1.OwnerReference{ref}},
+			{Namespaced: true, Namespace: in.Namespace, UID: "c", Labels: ours(d), Owners: []metav1.OwnerReference{notController}},
+			{Namespaced: true, Namespace: in.Namespace, UID: "c", Labels: ours(all[0]), Owners: []metav1.OwnerReference{ref}},
+			{Namespaced: true, Namespace: in.Namespace, UID: "d", Labels: versioned, Owners: []metav1.OwnerReference{twd}},
+			{Namespaced: true, Namespace: in.Namespace, UID: "u"},
+			{Namespaced: true, Namespace: in.Namespace, UID: "u", Owners: []metav1.OwnerReference{ref}},
+			{Namespaced: true, Namespace: "other", UID: "c", Labels: ours(d), Owners: []metav1.OwnerReference{ref}},
+			{Namespaced: false, Namespace: in.Namespace, UID: "c", Labels: ours(d), Owners: []metav1.OwnerReference{ref}},
+		} {
+			seen = append(seen, o)
+		}
+	}
+	for _, o := range seen {
+		if DeleteRefusal(in, owned, c, o) != nil {
+			continue
+		}
+		gv, _ := schema.ParseGroupVersion(c.APIVersion)
+		ref := metav1.GetControllerOfNoCopy(&metav1.ObjectMeta{OwnerReferences: o.Owners})
+		versionOwns := ref != nil && ref.Kind == "Deployment" && slices.ContainsFunc(in.Deployments, func(d Deployment) bool {
+			return d.UID != "" && types.UID(d.UID) == ref.UID && d.BuildID == o.Labels[workload.LabelBuildID]
+		})
+		if !o.Namespaced || o.Namespace != in.Namespace || o.Labels[ownedresource.LabelOwnedResource] != workload.WorkerLabel(owned) ||
+			!versionOwns || gv.Group == "rbac.authorization.k8s.io" || slices.Contains(in.BannedKinds, c.Kind) {
+			errs = append(errs, fmt.Errorf("%s: %s %s may be deleted as %+v", owned, c.Kind, c.Name, o))
+		}
+	}
+	return errs
 }

@@ -51,6 +51,9 @@ type Input struct {
 	// OwnedResources are the TemporalWorkerOwnedResources naming the TWD,
 	// sorted by name.
 	OwnedResources []OwnedResource
+	// BannedKinds are the kinds no copy may be, in any group (the
+	// webhook's list); the RBAC kinds are banned whatever it says.
+	BannedKinds []string
 	// Drains are the versions' drain records from status.
 	Drains []DrainRecord
 	// Pinned are this pass's listings of the versions DrainVersionsToList
@@ -70,8 +73,12 @@ type OwnedResource struct {
 	Adopted bool
 	// Finalized: it has the cleanup finalizer.
 	Finalized bool
-	// Copies are the copies its status records.
+	// Copies are the copies its status records. Anyone who may write the
+	// status may write them: they say what to look at, never what is ours.
 	Copies []OwnedCopy
+	// ClusterScoped: the API server serves spec.object's kind as a
+	// cluster-scoped one (false when the kind is unknown).
+	ClusterScoped bool
 }
 
 // OwnedCopy is one version's copy of an owned resource.

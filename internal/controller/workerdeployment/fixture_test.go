@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -220,6 +221,9 @@ type fixture struct {
 	// drainage, if not nil, is the drainage cross-check's memory, kept
 	// from one reconcile to the next as one process keeps it.
 	drainage map[types.NamespacedName]map[string]planner.OwnDrainage
+	// mapper, if set, is the fake API server's RESTMapper (none knows no
+	// kind).
+	mapper meta.RESTMapper
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -297,7 +301,11 @@ func (f *fixture) reconcile() (kube, temporalWrites []string, res reconcile.Resu
 		}
 		return nil
 	}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(f.objects, f.twd)...).
+	builder := fake.NewClientBuilder()
+	if f.mapper != nil {
+		builder = builder.WithRESTMapper(f.mapper)
+	}
+	c := builder.WithScheme(scheme).WithObjects(append(f.objects, f.twd)...).
 		WithStatusSubresource(&v1alpha1.TemporalWorkerDeployment{}, &v1alpha1.TemporalWorkerOwnedResource{}).
 		WithIndex(&v1alpha1.TemporalWorkerOwnedResource{}, ownedByWorker, indexOwnedByWorker).
 		WithIndex(&appsv1.Deployment{}, deploymentsByWorker, indexDeploymentsByWorker).

@@ -10,12 +10,14 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -24,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/ownedresource"
 	"github.com/rainbow-deploy/rainbow/internal/planner"
 )
 
@@ -41,6 +44,9 @@ const (
 	// retryOwned paces copies that failed to apply or delete: often a
 	// permission or a webhook of that kind, which a person fixes.
 	retryOwned = 30 * time.Second
+	// reasonCopyNotDeleted: status named an object to delete that is not
+	// a copy the controller made.
+	reasonCopyNotDeleted = "CopyNotDeleted"
 )
 
 func indexOwnedByWorker(o client.Object) []string {
@@ -75,9 +81,32 @@ func (r *Reconciler) observeOwned(ctx context.Context, o *observation) error {
 	for i := range list.Items {
 		or := &list.Items[i]
 		o.owned[or.Name] = or
-		o.input.OwnedResources = append(o.input.OwnedResources, plannerOwned(or, o.twd))
+		p := plannerOwned(or, o.twd)
+		p.ClusterScoped = r.clusterScoped(p.Object)
+		o.input.OwnedResources = append(o.input.OwnedResources, p)
 	}
+	o.input.BannedKinds = r.bannedKinds()
 	return nil
+}
+
+func (r *Reconciler) bannedKinds() []string {
+	if r.BannedKinds == nil {
+		return ownedresource.DefaultBannedKinds
+	}
+	return r.BannedKinds
+}
+
+// clusterScoped: the API server serves the kind of spec.object as a
+// cluster-scoped one. An unknown kind is not (applying it fails anyway).
+func (r *Reconciler) clusterScoped(obj map[string]any) bool {
+	apiVersion, _ := obj["apiVersion"].(string)
+	kind, _ := obj["kind"].(string)
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil || kind == "" {
+		return false
+	}
+	m, err := r.Client.RESTMapper().RESTMapping(schema.GroupKind{Group: gv.Group, Kind: kind}, gv.Version)
+	return err == nil && m.Scope.Name() != meta.RESTScopeNameNamespace
 }
 
 func plannerOwned(or *v1alpha1.TemporalWorkerOwnedResource, twd *v1alpha1.TemporalWorkerDeployment) planner.OwnedResource {
@@ -133,8 +162,14 @@ func (r *Reconciler) actOwned(ctx context.Context, o *observation, res planner.R
 			out.adoptErr = r.adoptOwned(ctx, o.twd, or)
 		}
 		for _, c := range w.Delete {
-			if err := r.deleteCopy(ctx, or.Namespace, c); err != nil {
+			refused, err := r.deleteCopy(ctx, o.input, or.Name, c)
+			if err != nil {
 				out.deleteErr[c.BuildID] = err
+			}
+			if refused != nil {
+				// Not a copy of ours: left alone, and no longer on record.
+				r.event(or, corev1.EventTypeWarning, reasonCopyNotDeleted, "%s %s named in status.versions (build ID %q) was not deleted: %v",
+					c.Kind, c.Name, c.BuildID, refused)
 			}
 		}
 		for _, a := range w.Apply {
@@ -204,16 +239,57 @@ func (r *Reconciler) applyCopy(ctx context.Context, or *v1alpha1.TemporalWorkerO
 	return nil
 }
 
-func (r *Reconciler) deleteCopy(ctx context.Context, namespace string, c planner.OwnedCopy) error {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(schema.FromAPIVersionAndKind(c.APIVersion, c.Kind))
-	u.SetNamespace(namespace)
-	u.SetName(c.Name)
-	err := r.Client.Delete(ctx, u, client.PropagationPolicy(metav1.DeletePropagationBackground))
-	if err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
-		return fmt.Errorf("delete %s %s: %w", c.Kind, c.Name, err)
+// deleteCopy deletes the object a recorded copy names if it is a copy the
+// controller made (planner.DeleteRefusal, on what it reads now), with its
+// UID as a precondition; refused says why it is not. An object already
+// gone, or of a kind no longer served, counts as deleted.
+func (r *Reconciler) deleteCopy(ctx context.Context, in planner.Input, owned string, c planner.OwnedCopy) (refused, err error) {
+	gv, err := schema.ParseGroupVersion(c.APIVersion)
+	if err != nil {
+		return err, nil
 	}
-	return nil
+	gk := schema.GroupKind{Group: gv.Group, Kind: c.Kind}
+	m, err := r.Client.RESTMapper().RESTMapping(gk, gv.Version)
+	if meta.IsNoMatchError(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("delete %s %s: %w", c.Kind, c.Name, err)
+	}
+	obs := planner.ObservedObject{Namespaced: m.Scope.Name() == meta.RESTScopeNameNamespace}
+	if obs.Namespaced && c.Name != "" {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gv.WithKind(c.Kind))
+		var reader client.Reader = r.Client
+		if r.APIReader != nil {
+			reader = r.APIReader
+		}
+		switch err := reader.Get(ctx, client.ObjectKey{Namespace: in.Namespace, Name: c.Name}, u); {
+		case apierrors.IsNotFound(err):
+			return nil, nil
+		case apierrors.IsForbidden(err):
+			return fmt.Errorf("it cannot be read to check that it is a copy: %w", err), nil
+		case err != nil:
+			return nil, fmt.Errorf("delete %s %s: %w", c.Kind, c.Name, err)
+		}
+		obs.Namespace, obs.UID, obs.Labels, obs.Owners = u.GetNamespace(), string(u.GetUID()), u.GetLabels(), u.GetOwnerReferences()
+	}
+	if refused := planner.DeleteRefusal(in, owned, c, obs); refused != nil {
+		return refused, nil
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gv.WithKind(c.Kind))
+	u.SetNamespace(obs.Namespace)
+	u.SetName(c.Name)
+	err = r.Client.Delete(ctx, u, client.PropagationPolicy(metav1.DeletePropagationBackground),
+		client.Preconditions{UID: ptr.To(types.UID(obs.UID))})
+	switch {
+	case apierrors.IsConflict(err):
+		return fmt.Errorf("it was replaced after it was read (UID %s no longer matches)", obs.UID), nil
+	case err != nil && !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("delete %s %s: %w", c.Kind, c.Name, err)
+	}
+	return nil, nil
 }
 
 // FieldManager is the server-side apply field manager of an owned

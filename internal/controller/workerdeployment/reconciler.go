@@ -81,6 +81,9 @@ type Reconciler struct {
 	// planner then takes a version someone else scaled to zero as having
 	// work waiting whenever Temporal may hand it work.
 	Backlogs *Backlogs
+	// BannedKinds are the kinds no copy of an owned resource may be, in
+	// any group; nil means ownedresource.DefaultBannedKinds. RBAC kinds are always banned.
+	BannedKinds []string
 }
 
 // +kubebuilder:rbac:groups=temporal.io,resources=temporalworkerdeployments,verbs=get;list;watch;update;patch

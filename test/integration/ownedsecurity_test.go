@@ -1,0 +1,138 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/test/harness"
+)
+
+// TestOwnedStatusIsNoDeleteList: whoever may write a
+// TemporalWorkerOwnedResource's status lists, as copies to delete, a
+// draining version's Deployment, a ConfigMap of the namespace and a
+// ClusterRole, which the controller is allowed to delete (as with the
+// any-kind component). None is deleted: the draining version keeps its
+// workers and its pinned workflow keeps running there, and status forgets
+// the entries. The real copies are still managed: each version has its
+// HPA, and deleting the owned resource deletes them.
+func TestOwnedStatusIsNoDeleteList(t *testing.T) {
+	tt := env.NewTest(t)
+	r := newRollout(tt, "ownedsec")
+	ctx := context.Background()
+	r.create(r.spec("v1"))
+	v1 := r.buildID()
+	r.waitCurrent(2*time.Minute, v1)
+	hpa := r.ownedExample("twor-hpa.yaml")
+	r.applyOwned(hpa, harness.ServerSideApply)
+	pinned, v2 := r.rollOutV2WithPinned(1)
+	r.waitFor(time.Minute, v1+" draining", func(twd *v1alpha1.TemporalWorkerDeployment) bool {
+		return versionStatus(twd, v1) == v1alpha1.VersionDraining
+	})
+	for _, b := range []string{v1, v2} {
+		r.Eventually(time.Minute, "the HPA of "+b, func() (bool, string) { return r.hpaOf(hpa.Name, b) != nil, "none" })
+	}
+
+	// Bystanders, and the rights to delete them.
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: "bystander"}, Data: map[string]string{"a": "b"}}
+	cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "rainbow-test-bystander-" + r.Namespace}}
+	for _, o := range []crclient.Object{cm, cr} {
+		if err := env.Kube.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grantClusterRoleDelete(t, tt, cr.Name)
+	grant(t, tt, managerUser, "bystander-delete", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"delete", "get"}})
+	victim := r.deployment(v1)
+
+	// The attack: status names them as copies to delete.
+	or := r.owned(hpa.Name)
+	patched := or.DeepCopy()
+	patched.Status.Versions = append(patched.Status.Versions,
+		v1alpha1.OwnedResourceVersion{BuildID: "zz-1", APIVersion: "apps/v1", Kind: "Deployment", ResourceName: victim.Name},
+		v1alpha1.OwnedResourceVersion{BuildID: "zz-2", APIVersion: "v1", Kind: "ConfigMap", ResourceName: cm.Name},
+		v1alpha1.OwnedResourceVersion{BuildID: "zz-3", APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole", ResourceName: cr.Name},
+	)
+	if err := env.Kube.Status().Patch(ctx, patched, crclient.MergeFrom(or)); err != nil {
+		t.Fatalf("patch status: %v", err)
+	}
+	// A pass of the TWD looks at them (its status write forgets them);
+	// meanwhile and for a while after, nothing is deleted.
+	survive := func() string {
+		if d := r.deployment(v1); d == nil || d.UID != victim.UID || d.DeletionTimestamp != nil {
+			return "the draining version's Deployment was deleted: " + deploymentState(d)
+		}
+		for _, o := range []crclient.Object{&corev1.ConfigMap{}, &rbacv1.ClusterRole{}} {
+			key := crclient.ObjectKey{Name: cr.Name}
+			if _, ok := o.(*corev1.ConfigMap); ok {
+				key = crclient.ObjectKeyFromObject(cm)
+			}
+			if err := env.Kube.Get(ctx, key, o); err != nil || o.GetDeletionTimestamp() != nil {
+				return fmt.Sprintf("%T %s: %v (deleting %v)", o, key, err, o.GetDeletionTimestamp())
+			}
+		}
+		return ""
+	}
+	r.Eventually(2*time.Minute, "status forgets the listed objects", func() (bool, string) {
+		if s := survive(); s != "" {
+			t.Fatal(s)
+		}
+		vs := r.owned(hpa.Name).Status.Versions
+		return !slices.ContainsFunc(vs, func(v v1alpha1.OwnedResourceVersion) bool { return v.BuildID >= "zz" }), fmt.Sprintf("%+v", vs)
+	})
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		if s := survive(); s != "" {
+			t.Fatal(s)
+		}
+	}
+	r.holdsWorkers(time.Second, v1)
+	if on := r.queryBuild(pinned[0]); on != v1 {
+		t.Errorf("the pinned workflow answers from %q, want %s", on, v1)
+	}
+	r.waitOwnedReady(hpa.Name, metav1.ConditionTrue, v1alpha1.ReasonApplied)
+
+	// The real copies are the controller's to delete.
+	if err := env.Kube.Delete(ctx, or); err != nil {
+		t.Fatal(err)
+	}
+	r.Eventually(time.Minute, "the owned resource and its copies are gone", func() (bool, string) {
+		err := env.Kube.Get(ctx, crclient.ObjectKeyFromObject(or), &v1alpha1.TemporalWorkerOwnedResource{})
+		return apierrors.IsNotFound(err) && r.hpaOf(hpa.Name, v1) == nil && r.hpaOf(hpa.Name, v2) == nil, fmt.Sprintf("get: %v", err)
+	})
+	if s := survive(); s != "" {
+		t.Fatal(s)
+	}
+}
+
+// grantClusterRoleDelete lets the controller delete the ClusterRole name,
+// as the any-kind component would, until the test ends.
+func grantClusterRoleDelete(t *testing.T, tt *harness.T, name string) {
+	t.Helper()
+	ctx := context.Background()
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name + "-deleter"}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterroles"}, ResourceNames: []string{name}, Verbs: []string{"get", "delete"},
+	}}}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-deleter"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: managerUser}},
+	}
+	for _, o := range []crclient.Object{role, binding} {
+		if err := env.Kube.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Kube.Delete(context.Background(), o) })
+	}
+	t.Cleanup(func() {
+		_ = env.Kube.Delete(context.Background(), &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	})
+}
