@@ -398,7 +398,14 @@ type VersionDrain struct {
 	// as Temporal reports it.
 	// +optional
 	DrainingSince *metav1.Time `json:"drainingSince,omitempty"`
-	// Deadline is drainingSince plus spec.sunset.maxDrainDuration.
+	// SeenAt is when the controller first saw this drain, by its own
+	// clock. The deadline counts from the later of drainingSince and
+	// seenAt, so a controller clock ahead of Temporal's never brings it
+	// forward.
+	// +optional
+	SeenAt *metav1.Time `json:"seenAt,omitempty"`
+	// Deadline is the later of drainingSince and seenAt, plus
+	// spec.sunset.maxDrainDuration.
 	// +optional
 	Deadline *metav1.Time `json:"deadline,omitempty"`
 	// ListedAt is when its open pinned workflows were last listed.

@@ -686,6 +686,10 @@ func (in *VersionDrain) DeepCopyInto(out *VersionDrain) {
 		in, out := &in.DrainingSince, &out.DrainingSince
 		*out = (*in).DeepCopy()
 	}
+	if in.SeenAt != nil {
+		in, out := &in.SeenAt, &out.SeenAt
+		*out = (*in).DeepCopy()
+	}
 	if in.Deadline != nil {
 		in, out := &in.Deadline, &out.Deadline
 		*out = (*in).DeepCopy()

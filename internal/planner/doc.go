@@ -118,7 +118,9 @@
 //     the deadline passes, when runs were left pending, and otherwise
 //     every quarter of the drain so far (30s to 10m).
 //   - Past spec.sunset.maxDrainDuration (counted from Temporal's drain
-//     start), Cancel requests and Terminate ends, with a reason for the
+//     start or the controller's first sight of the drain, whichever is
+//     later, so a controller clock ahead of the server's never ends
+//     workflows early), Cancel requests and Terminate ends, with a reason for the
 //     history, each listed run not cancelled or terminated before;
 //     DryRun only counts them in status (an Event when the count changes).
 //   - spec.sunset.continueAsNewSignal goes to each listed run of a

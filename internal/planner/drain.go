@@ -68,8 +68,11 @@ type PinnedListing struct {
 type DrainRecord struct {
 	BuildID       string
 	DrainingSince *time.Time
-	// Deadline is DrainingSince plus the spec's MaxDuration, when an
-	// Action is set.
+	// SeenAt is when the controller first saw this drain, by its own
+	// clock; nil in records written before it was kept.
+	SeenAt *time.Time
+	// Deadline is the later of DrainingSince and SeenAt, plus the spec's
+	// MaxDuration, when an Action is set.
 	Deadline *time.Time
 	ListedAt *time.Time
 	// PinnedWorkflows were open at ListedAt; Overdue of them past the
@@ -180,12 +183,20 @@ func drainingSince(v *view, build string) (time.Time, bool) {
 	return s.Truncate(time.Second), true
 }
 
-// drainDeadline is when build's pinned workflows become overdue.
-func drainDeadline(v *view, since time.Time) (time.Time, bool) {
-	if v.in.Spec.Drain.Action == "" {
+// drainDeadline is when the pinned workflows of rec's version become
+// overdue. It counts from Temporal's time or the controller's first sight,
+// whichever is later: Temporal's timestamps come from the server's clock,
+// and a controller clock running ahead would otherwise end workflows
+// early by the skew.
+func drainDeadline(v *view, rec DrainRecord) (time.Time, bool) {
+	if v.in.Spec.Drain.Action == "" || rec.DrainingSince == nil {
 		return time.Time{}, false
 	}
-	return since.Add(v.in.Spec.Drain.MaxDuration), true
+	from := *rec.DrainingSince
+	if rec.SeenAt != nil && rec.SeenAt.After(from) {
+		from = *rec.SeenAt
+	}
+	return from.Add(v.in.Spec.Drain.MaxDuration), true
 }
 
 // stops: past the deadline, the action ends the workflows (not DryRun).
@@ -216,11 +227,16 @@ func listDue(v *view, build string) (bool, time.Time) {
 		return false, time.Time{}
 	}
 	now := v.now()
-	deadline, hasDeadline := drainDeadline(v, since)
+	rec := v.drain(build)
+	deadlineRec := rec
+	if rec.DrainingSince == nil || !rec.DrainingSince.Equal(since) {
+		seen := now.Truncate(time.Second) // as planDrain will record it
+		deadlineRec = DrainRecord{DrainingSince: &since, SeenAt: &seen}
+	}
+	deadline, hasDeadline := drainDeadline(v, deadlineRec)
 	if v.in.Spec.Drain.Signal == "" && (!hasDeadline || now.Before(deadline)) {
 		return false, deadline // nothing to do before the deadline
 	}
-	rec := v.drain(build)
 	var next time.Time
 	switch {
 	case rec.ListedAt == nil || rec.ListedAt.Before(since):
@@ -296,9 +312,10 @@ func planDrain(v *view, p *plan) map[string]DrainRecord {
 		if rec.DrainingSince == nil || !rec.DrainingSince.Equal(since) {
 			// A new drain: counts start again; the runs acted on are
 			// still remembered.
-			rec = DrainRecord{BuildID: b, StoppedRuns: rec.StoppedRuns, SignalledRuns: rec.SignalledRuns, DrainingSince: &since}
+			seen := now.Truncate(time.Second)
+			rec = DrainRecord{BuildID: b, StoppedRuns: rec.StoppedRuns, SignalledRuns: rec.SignalledRuns, DrainingSince: &since, SeenAt: &seen}
 		}
-		deadline, hasDeadline := drainDeadline(v, since)
+		deadline, hasDeadline := drainDeadline(v, rec)
 		rec.Deadline = nil
 		if hasDeadline {
 			rec.Deadline = &deadline

@@ -193,7 +193,18 @@ func drainViolations(in Input, r Result) []error {
 			bad("%s on the pinned workflows of %s, but %s", w.Op, w.BuildID, why)
 			continue
 		}
-		pastDeadline := in.Spec.Drain.Action != "" && !in.Now.Before(v.DrainingSince.Add(in.Spec.Drain.MaxDuration))
+		// The deadline counts from the later of Temporal's time and the
+		// controller's first sight of this drain (now, if status has no
+		// record of it): a clock ahead of Temporal's never brings it on.
+		from := v.DrainingSince.Truncate(time.Second)
+		if rec := record(w.BuildID); rec.DrainingSince != nil && rec.DrainingSince.Equal(from) {
+			if rec.SeenAt != nil && rec.SeenAt.After(from) {
+				from = *rec.SeenAt
+			}
+		} else if seen := in.Now.Truncate(time.Second); seen.After(from) {
+			from = seen
+		}
+		pastDeadline := in.Spec.Drain.Action != "" && !in.Now.Before(from.Add(in.Spec.Drain.MaxDuration))
 		stopping := in.Spec.Drain.Action == v1alpha1.DrainCancel || in.Spec.Drain.Action == v1alpha1.DrainTerminate
 		var done []string
 		switch w.Op {

@@ -10,13 +10,15 @@ import (
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 )
 
-// drainingV1: v2 is the current target; v1 has drained for two hours.
+// drainingV1: v2 is the current target; v1 has drained for two hours,
+// and the controller has seen it drain all along.
 func drainingV1(in *Input) {
 	rolledOut(in)
 	v1 := version("v1", draining)
 	v1.DrainingSince = at(-2 * time.Hour)
 	setVersion(in, v1)
 	in.Namespace, in.Name = "shop", "orders"
+	in.Drains = append(in.Drains, DrainRecord{BuildID: "v1", DrainingSince: at(-2 * time.Hour), SeenAt: at(-2 * time.Hour)})
 }
 
 func deadline(d time.Duration, a v1alpha1.DrainAction) func(*Input) {
@@ -40,8 +42,17 @@ func listed(build string, rs []WorkflowRun) func(*Input) {
 	}
 }
 
+// record replaces build's record, if there is one.
 func record(r DrainRecord) func(*Input) {
-	return func(in *Input) { in.Drains = append(in.Drains, r) }
+	return func(in *Input) {
+		for i := range in.Drains {
+			if in.Drains[i].BuildID == r.BuildID {
+				in.Drains[i] = r
+				return
+			}
+		}
+		in.Drains = append(in.Drains, r)
+	}
 }
 
 func drainOf(res Result, build string) *DrainRecord {
@@ -94,11 +105,11 @@ func checkDrain(t *testing.T, in Input, want drainWant) Result {
 	}
 	r := drainOf(res, "v1")
 	switch {
-	case want.overdue < 0 && r != nil:
-		t.Errorf("v1 has a drain record: %+v", *r)
+	case want.overdue < 0 && r != nil && (r.Deadline != nil || r.ListedAt != nil || r.Overdue != 0):
+		t.Errorf("v1 has a drain record with a deadline or a listing: %+v", *r)
 	case want.overdue >= 0 && r == nil:
 		t.Errorf("v1 has no drain record")
-	case r != nil && (r.Overdue != want.overdue || r.PinnedWorkflows != want.pinned):
+	case want.overdue >= 0 && (r.Overdue != want.overdue || r.PinnedWorkflows != want.pinned):
 		t.Errorf("v1 record: overdue %d, pinned %d; want %d, %d", r.Overdue, r.PinnedWorkflows, want.overdue, want.pinned)
 	}
 	if want.requeue != 0 && res.RequeueAfter != want.requeue {
@@ -165,7 +176,7 @@ func TestDrainDeadline(t *testing.T) {
 				v0.DrainingSince = at(-3 * time.Hour)
 				setVersion(in, v0)
 				setDep(in, running("v0"))
-			}, listed("v0", runs(15, "z")), listed("v1", runs(15, "a"))),
+			}, record(DrainRecord{BuildID: "v0", DrainingSince: at(-3 * time.Hour), SeenAt: at(-3 * time.Hour)}), listed("v0", runs(15, "z")), listed("v1", runs(15, "a"))),
 			want: drainWant{work: []string{"Cancel v0 15", "Cancel v1 5"}, events: []string{EventCancelPinned, EventCancelPinned}, overdue: 15, pinned: 15, list: []string{"v0", "v1"}},
 		},
 		"never when Temporal's state is unknown; status keeps the record": {
@@ -207,6 +218,15 @@ func TestDrainDeadline(t *testing.T) {
 				in.Deletion = &Deletion{Object: "shop/orders", RequestedAt: t0, Policy: v1alpha1.DeletionWaitForDrain}
 			}),
 			want: drainWant{overdue: -1},
+		},
+		"clock skew: a drain Temporal dates two hours back, first seen now, is not overdue for another hour": {
+			in:   with(base(), drainingV1, cancel, func(in *Input) { in.Drains = nil }, listed("v1", runs(3, "a"))),
+			want: drainWant{overdue: 0, pinned: 3},
+		},
+		"clock skew: the deadline counts from the controller's first sight when that is later": {
+			in: with(base(), drainingV1, cancel, listed("v1", runs(3, "a")),
+				record(DrainRecord{BuildID: "v1", DrainingSince: at(-2 * time.Hour), SeenAt: at(-30 * time.Minute)})),
+			want: drainWant{overdue: 0, pinned: 3},
 		},
 		"a version current again loses its record": {
 			in: with(base(), drainingV1, cancel, record(DrainRecord{BuildID: "v1", Overdue: 3}), func(in *Input) {
@@ -307,11 +327,17 @@ func TestDrainListing(t *testing.T) {
 
 func TestDrainNewDrainStartsCountingAgain(t *testing.T) {
 	old := DrainRecord{BuildID: "v1", DrainingSince: at(-30 * time.Hour), CancelRequested: 4, StoppedRuns: []string{RunKey("a-run-0")}, Overdue: 4}
-	res := Plan(with(base(), drainingV1, deadline(time.Hour, v1alpha1.DrainCancel), record(old), listed("v1", runs(2, "a"))))
+	in := with(base(), drainingV1, deadline(time.Hour, v1alpha1.DrainCancel), record(old), listed("v1", runs(2, "a")))
+	res := Plan(in)
 	r := drainOf(res, "v1")
-	if r == nil || r.CancelRequested != 0 || !reflect.DeepEqual(r.StoppedRuns, old.StoppedRuns) || !r.DrainingSince.Equal(t0.Add(-2*time.Hour)) {
+	if r == nil || r.CancelRequested != 0 || !reflect.DeepEqual(r.StoppedRuns, old.StoppedRuns) || !r.DrainingSince.Equal(t0.Add(-2*time.Hour)) || !r.SeenAt.Equal(t0) {
 		t.Fatalf("record = %+v", r)
 	}
+	// The new drain is first seen now: its deadline is an hour away.
+	if len(res.DrainWork) != 0 || !r.Deadline.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("DrainWork = %+v, deadline %v: a drain first seen now is not overdue before maxDrainDuration has passed", res.DrainWork, r.Deadline)
+	}
+	res = Plan(with(in, func(in *Input) { in.Now, in.Drains = t0.Add(time.Hour), []DrainRecord{*r} }))
 	if len(res.DrainWork) != 1 || !reflect.DeepEqual(res.DrainWork[0].Runs, runs(2, "a")[1:]) {
 		t.Fatalf("DrainWork = %+v: a run cancelled in an earlier drain is not asked again", res.DrainWork)
 	}

@@ -74,6 +74,7 @@ func drainRecords(st v1alpha1.TemporalWorkerDeploymentStatus) []planner.DrainRec
 		out = append(out, planner.DrainRecord{
 			BuildID:         v.BuildID,
 			DrainingSince:   timeOf(d.DrainingSince),
+			SeenAt:          timeOf(d.SeenAt),
 			Deadline:        timeOf(d.Deadline),
 			ListedAt:        timeOf(d.ListedAt),
 			PinnedWorkflows: int(d.PinnedWorkflows),
@@ -97,6 +98,7 @@ func versionDrain(r *planner.DrainRecord) *v1alpha1.VersionDrain {
 	}
 	return &v1alpha1.VersionDrain{
 		DrainingSince:   metaTime(r.DrainingSince),
+		SeenAt:          metaTime(r.SeenAt),
 		Deadline:        metaTime(r.Deadline),
 		ListedAt:        metaTime(r.ListedAt),
 		PinnedWorkflows: count32(r.PinnedWorkflows),

@@ -97,6 +97,9 @@ func drainingV0(f *fixture) {
 		LastDeactivationTime: timestamppb.New(f.now.Add(-2 * time.Hour)),
 	})
 	f.temporal.drain.pinned = map[string][]string{"v0": {"r1", "r2"}}
+	// The controller has seen v0 drain since it began.
+	since := metav1.NewTime(f.now.Add(-2 * time.Hour))
+	f.twd.Status.DeprecatedVersions = append(f.twd.Status.DeprecatedVersions, v1alpha1.WorkerVersion{BuildID: "v0", Drain: &v1alpha1.VersionDrain{DrainingSince: &since, SeenAt: &since}})
 }
 
 func maxDrain(d time.Duration, a v1alpha1.DrainAction) func(*fixture) {
