@@ -2,12 +2,14 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -129,54 +131,100 @@ func (inv *Invariants) watchDeployments(ctx context.Context) {
 
 // checkRemoval: at the moment a version loses its workers, Temporal must
 // neither route it work nor report it draining, and no workflow the
-// traffic started pinned on it may still run.
+// traffic started pinned on it may still run. A check counts only when
+// every read it needs was answered; one that could not be made fails the
+// run rather than passing unseen.
 func (inv *Invariants) checkRemoval(ctx context.Context, build, what string) {
-	inv.count("removal")
 	at := time.Now()
+	unchecked := func(read string, err error) {
+		inv.count("removal-unchecked")
+		inv.s.Errorf("could not check %s at %s: %s: %v", what, at.Format(time.TimeOnly), read, err)
+	}
 	cur, ramp, pct, err := inv.routingNow(ctx)
-	if err == nil && (cur == build || ramp == build) {
-		inv.s.Violation("%s at %s while Temporal routes it work (current=%s ramping=%s@%g%%)", what, at.Format(time.TimeOnly), cur, ramp, pct)
-	}
-	if v, err := inv.api.DescribeVersionNoPollers(ctx, inv.twd.DeploymentName(), build); err == nil &&
-		v.Drainage != nil && v.Drainage.Status == v1alpha1.VersionDraining {
-		inv.s.Violation("%s at %s while Temporal reports the version draining (since %s)", what, at.Format(time.TimeOnly), v.Drainage.ChangedAt.Format(time.TimeOnly))
-	}
-	if inv.traffic == nil {
+	if err != nil {
+		unchecked("reading routing", err)
 		return
 	}
-	for _, r := range inv.traffic.open() {
-		if !r.Pinned() {
-			continue
-		}
-		pinned, running := inv.pinnedTo(ctx, r)
-		if running && pinned == build {
-			inv.s.Violation("%s at %s while workflow %s pinned on it still runs", what, at.Format(time.TimeOnly), r.id)
+	if cur == build || ramp == build {
+		inv.s.Violation("%s at %s while Temporal routes it work (current=%s ramping=%s@%g%%)", what, at.Format(time.TimeOnly), cur, ramp, pct)
+	}
+	var v temporal.VersionDetail
+	err = retried(ctx, func(ctx context.Context) (err error) {
+		v, err = inv.api.DescribeVersionNoPollers(ctx, inv.twd.DeploymentName(), build)
+		return err
+	})
+	switch {
+	case isNotFound(err): // deleted from Temporal: nothing drains there
+	case err != nil:
+		unchecked("describing the version", err)
+		return
+	case v.Drainage != nil && v.Drainage.Status == v1alpha1.VersionDraining:
+		inv.s.Violation("%s at %s while Temporal reports the version draining (since %s)", what, at.Format(time.TimeOnly), v.Drainage.ChangedAt.Format(time.TimeOnly))
+	}
+	if inv.traffic != nil {
+		for _, r := range inv.traffic.open() {
+			if !r.Pinned() {
+				continue
+			}
+			pinned, running, err := inv.pinnedTo(ctx, r)
+			if err != nil {
+				unchecked("describing workflow "+r.id, err)
+				return
+			}
+			if running && pinned == build {
+				inv.s.Violation("%s at %s while workflow %s pinned on it still runs", what, at.Format(time.TimeOnly), r.id)
+			}
 		}
 	}
+	inv.count("removal")
 }
 
 // pinnedTo describes a traffic run: the build it is pinned on and whether
 // it still runs.
-func (inv *Invariants) pinnedTo(ctx context.Context, r *trafficRun) (build string, running bool) {
-	resp, err := inv.s.Env.Temporal.DescribeWorkflowExecution(ctx, r.id, r.runID)
+func (inv *Invariants) pinnedTo(ctx context.Context, r *trafficRun) (build string, running bool, err error) {
+	var resp *workflowservice.DescribeWorkflowExecutionResponse
+	err = retried(ctx, func(ctx context.Context) (err error) {
+		resp, err = inv.s.Env.Temporal.DescribeWorkflowExecution(ctx, r.id, r.runID)
+		return err
+	})
+	if isNotFound(err) {
+		return "", false, nil // gone past retention: it does not run
+	}
 	if err != nil {
-		return "", false
+		return "", false, err
 	}
 	info := resp.GetWorkflowExecutionInfo()
 	return info.GetVersioningInfo().GetDeploymentVersion().GetBuildId(),
-		info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+		info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
 }
 
-func (inv *Invariants) routingNow(ctx context.Context) (cur, ramp string, pct float32, err error) {
+// retried calls read up to five times, 200ms apart, each within 10s: the
+// checker's reads go to Temporal directly, not through a fault proxy, so
+// a read that fails five times is a real failure to check.
+func retried(ctx context.Context, read func(context.Context) error) error {
+	var err error
 	for i := 0; i < 5; i++ {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		cur, ramp, pct, err = inv.twd.Routing(rctx)
+		err = read(rctx)
 		cancel()
-		if err == nil {
-			return
+		if err == nil || isNotFound(err) {
+			return err
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	return err
+}
+
+func isNotFound(err error) bool {
+	var nf *serviceerror.NotFound
+	return errors.As(err, &nf)
+}
+
+func (inv *Invariants) routingNow(ctx context.Context) (cur, ramp string, pct float32, err error) {
+	err = retried(ctx, func(ctx context.Context) (err error) {
+		cur, ramp, pct, err = inv.twd.Routing(ctx)
+		return err
+	})
 	return
 }
 
@@ -234,9 +282,18 @@ func (inv *Invariants) observeRouting(ctx context.Context, now RoutingState) {
 		inv.s.Violation("%s", v)
 	}
 	for _, b := range fresh {
+		var v temporal.VersionDetail
+		err := retried(ctx, func(ctx context.Context) (err error) {
+			v, err = inv.api.DescribeVersion(ctx, inv.twd.DeploymentName(), b)
+			return err
+		})
+		if err != nil {
+			inv.count("routed-has-pollers-unchecked")
+			inv.s.Errorf("could not check that %s, routed to (%s), has pollers: %v", b, now, err)
+			continue
+		}
 		inv.count("routed-has-pollers")
-		v, err := inv.api.DescribeVersion(ctx, inv.twd.DeploymentName(), b)
-		if err == nil && !v.HasPollers {
+		if !v.HasPollers {
 			inv.s.Violation("routing moved to %s (%s) but none of its workers poll", b, now)
 		}
 	}
