@@ -59,28 +59,28 @@ func (b *budget) funcs() template.FuncMap {
 			if err != nil {
 				return "", err
 			}
-			return b.make(n, func() string { return fmt.Sprint(args...) })
+			return b.charge(n, func() string { return fmt.Sprint(args...) })
 		},
 		"println": func(args ...any) (string, error) {
 			n, err := printBound(args)
 			if err != nil {
 				return "", err
 			}
-			return b.make(n+len(args)+1, func() string { return fmt.Sprintln(args...) })
+			return b.charge(n+len(args)+1, func() string { return fmt.Sprintln(args...) })
 		},
 		"printf": func(format string, args ...any) (string, error) {
 			n, err := printfBound(format, args)
 			if err != nil {
 				return "", err
 			}
-			return b.make(n, func() string { return fmt.Sprintf(format, args...) })
+			return b.charge(n, func() string { return fmt.Sprintf(format, args...) })
 		},
 	}
 }
 
-// make calls f, whose result is at most bound bytes, if that fits in what
+// charge calls f, whose result is at most bound bytes, if that fits in what
 // is left, and charges what it made.
-func (b *budget) make(bound int, f func() string) (string, error) {
+func (b *budget) charge(bound int, f func() string) (string, error) {
 	if b.made+bound > maxMade {
 		return "", fmt.Errorf("%w: print, printf and println may make at most %d bytes for one object (this call could make %d of the %d left): make fewer or shorter values",
 			ErrBound, maxMade, bound, maxMade-b.made)

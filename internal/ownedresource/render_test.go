@@ -520,6 +520,9 @@ func TestCheckTemplate(t *testing.T) {
 		"{{ .BuildID":                                          "unclosed action",
 		"{{ range 3 }}{{ end }}":                               "range is not supported",
 		"{{ block \"t\" . }}{{ end }}":                         "define and block are not supported",
+		"{{ .BuildID | html }}":                                `function "html" is not available`,
+		"{{ (urlquery .BuildID).X }}":                          `function "urlquery" is not available`,
+		strings.Repeat("x", 70000) + "{{ .BuildID }}":          "a string holding a template may be at most 65536 bytes",
 	} {
 		err := CheckTemplate(text)
 		if (want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), want)) {
