@@ -2,6 +2,7 @@ package admission
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -50,6 +51,7 @@ func Validate(twor, old *v1alpha1.TemporalWorkerOwnedResource, banned []string) 
 	errs = append(errs, validateMinReplicas(obj)...)
 	errs = append(errs, validateSentinels(obj, objectPath)...)
 	errs = append(errs, validateDroppedSentinels(twor, obj)...)
+	errs = append(errs, validateBounds(twor, obj)...)
 	return errs
 }
 
@@ -188,6 +190,23 @@ func validateSentinels(v any, p *field.Path) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// validateBounds renders obj for a sample version with the longest values
+// a real one can have and refuses it if a template breaks a bound on what
+// rendering may cost (a value doubled in a variable forty times, say).
+// Parsing alone cannot tell: only running the template makes its values.
+// Other render errors can depend on the version, and are left to the
+// controller, which reports them in status; so is a template that breaks a
+// bound only for some versions, which the same bounds stop there.
+func validateBounds(twor *v1alpha1.TemporalWorkerOwnedResource, obj map[string]any) field.ErrorList {
+	_, err := ownedresource.Render(obj, ownedresource.SampleTarget(twor.Namespace, twor.Spec.WorkerRef.Name, twor.Name))
+	var fe *ownedresource.FieldError
+	if !errors.Is(err, ownedresource.ErrBound) || !errors.As(err, &fe) {
+		return nil
+	}
+	return field.ErrorList{{Type: field.ErrorTypeInvalid, Field: fe.Field, BadValue: field.OmitValueType{},
+		Detail: fe.Err.Error() + " (rendered for a sample version with the longest build ID and names)"}}
 }
 
 // validateDroppedSentinels refuses an object whose sentinel kubectl

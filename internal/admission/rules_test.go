@@ -27,6 +27,9 @@ const (
 	goodPDB  = `{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","spec":{"minAvailable":1,"selector":{"matchLabels":null}}}`
 )
 
+// doubling40 doubles a string in a variable forty times (a TiB), as JSON.
+var doubling40 = `{{ $x := \"ab\" }}` + strings.Repeat(`{{ $x = printf \"%s%s\" $x $x }}`, 40) + `{{ len $x }}`
+
 // TestValidate is the whole table of rules that need no API call: each
 // case lists the errors expected, as "<field>: <type>", in order.
 func TestValidate(t *testing.T) {
@@ -126,6 +129,12 @@ func TestValidate(t *testing.T) {
 			want: []string{"spec.object.data.a: Invalid value"}},
 		{name: "template with range", object: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"labels":{"a":"{{ range 3 }}x{{ end }}"}}}`,
 			want: []string{"spec.object.metadata.labels.a: Invalid value"}},
+		{name: "template doubling a value 40 times", object: `{"apiVersion":"v1","kind":"ConfigMap","data":{"a":"` + doubling40 + `"}}`,
+			want: []string{"spec.object.data.a: Invalid value"}},
+		{name: "template with a function that is not available", object: `{"apiVersion":"v1","kind":"ConfigMap","data":{"a":"{{ html .BuildID }}"}}`,
+			want: []string{"spec.object.data.a: Invalid value"}},
+		// Left to the controller, whose bounds stop it for that version.
+		{name: "template doubling only for one build ID", object: `{"apiVersion":"v1","kind":"ConfigMap","data":{"a":"{{ if eq .BuildID \"v9\" }}` + doubling40 + `{{ end }}"}}`},
 		{name: "labels not a map", object: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"labels":["a"]}}`,
 			want: []string{"spec.object.metadata.labels: Invalid value"}},
 		{name: "annotation not a string", object: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"annotations":{"a":1,"b":"c"}}}`,

@@ -18,13 +18,14 @@ var dataFields = func() map[string]bool {
 
 // CheckTemplate reports what makes a string value fail to render for every
 // version: it does not parse, uses a construct Render refuses (range,
-// define, block, template calls), or names a field Data lacks, on any
-// branch. The admission webhook refuses such values, so that a
+// define, block, template calls, a function other than the bounded few),
+// is longer or has more nodes than one object's templates may have, or
+// names a field Data lacks, on any branch. The admission webhook refuses such values, so that a
 // TemporalWorkerOwnedResource that can never be applied is not admitted.
 // Errors that depend on the version's values (index out of range, say)
 // are left to Render, which reports them in the object's status.
 func CheckTemplate(text string) error {
-	tmpl, err := parseBounded(text)
+	tmpl, err := parseBounded(text, &budget{})
 	if err != nil || tmpl.Tree == nil {
 		return err
 	}

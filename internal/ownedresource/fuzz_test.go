@@ -2,7 +2,11 @@ package ownedresource
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"reflect"
+	"runtime"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -15,7 +19,8 @@ import (
 // the same input renders the same object and hash; a rendered copy has
 // the controller's name, namespace and labels, one owner (the version's
 // Deployment), apiVersion and kind, string labels and annotations, and no
-// status.
+// status. Whatever the templates say, rendering allocates less than
+// allocLimit, and an error for a broken bound names a spec.object field.
 func FuzzRender(f *testing.F) {
 	for _, s := range []string{
 		`{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"scaleTargetRef":null,"maxReplicas":5,"metrics":[{"name":"{{ .BuildID }}"}]}}`,
@@ -23,6 +28,10 @@ func FuzzRender(f *testing.F) {
 		`{"apiVersion":"v1","kind":"X","metadata":{"name":"n","labels":{"temporal.io/build-id":"mine","a":"{{ .TemporalNamespace }}"},"annotations":{"b":1}},"status":{}}`,
 		`{"apiVersion":"v1","kind":"X","a":"{{ range 3 }}{{ end }}","b":"{{ index .BuildID 9 }}","c":"{{ printf \"%0900d\" 1 }}"}`,
 		`{"kind":"X"}`, `{}`,
+		// Attempts to exhaust memory.
+		`{"apiVersion":"v1","kind":"X","a":"` + strings.ReplaceAll(doubling(40, `printf "%s%s" $x $x`), `"`, `\"`) + `"}`,
+		`{"apiVersion":"v1","kind":"X","a":"` + strings.ReplaceAll(doubling(40, `print $x $x $x`), `"`, `\"`) + `"}`,
+		`{"apiVersion":"v1","kind":"X","a":"{{ printf \"%0100d%0100d%0100d\" 1 2 3 | printf \"%q%q\" }}","b":["{{ html .BuildID }}","{{ println . }}"]}`,
 		// As kubectl apply without --server-side leaves them: no nulls.
 		`{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"maxReplicas":5}}`,
 		`{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","spec":{"selector":{}}}`,
@@ -40,7 +49,17 @@ func FuzzRender(f *testing.F) {
 		_ = json.Unmarshal([]byte(object), &pristine)
 		tg := Target{Namespace: "ns", WorkerDeployment: twd, OwnedResource: twor, BuildID: buildID,
 			DeploymentName: "dep", DeploymentUID: "uid", TemporalNamespace: "tns", TemporalDeploymentName: "ns/w"}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
 		u, err := Render(in, tg)
+		runtime.ReadMemStats(&after)
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > allocLimit {
+			t.Fatalf("rendering allocated %d MiB", alloc>>20)
+		}
+		var fe *FieldError
+		if errors.Is(err, ErrBound) && (!errors.As(err, &fe) || !strings.HasPrefix(fe.Field, "spec.object")) {
+			t.Fatalf("a broken bound names no field of spec.object: %v", err)
+		}
 		if !reflect.DeepEqual(in, pristine) {
 			t.Fatalf("Render modified its input")
 		}
@@ -108,6 +127,26 @@ func FuzzRender(f *testing.F) {
 		}
 		if _, err := json.Marshal(u.Object); err != nil {
 			t.Errorf("the copy does not encode: %v", err)
+		}
+	})
+}
+
+// FuzzPrintfBound: the bounded printf checks its result's length before
+// making it; that bound is never below what fmt makes.
+func FuzzPrintfBound(f *testing.F) {
+	for _, format := range []string{"%s", "%q%x", "% #100.100X|%+q", "%100.100f%%%d", "%v %#v %T", "%c%U%b%e%g", "x"} {
+		f.Add(format, "\x00\xff\U0010ffff", int64(-1<<63), 1.7976931348623157e308)
+	}
+	f.Fuzz(func(t *testing.T, format, s string, i int64, fl float64) {
+		data := Data{DeploymentName: s, BuildID: s, TemporalNamespace: s, TemporalDeploymentName: s}
+		for _, args := range [][]any{nil, {s}, {i, fl, s}, {data, true, nil, uint8(i), complex(fl, fl)}, {s, s, s, s}} {
+			n, err := printfBound(format, args)
+			if err != nil {
+				continue
+			}
+			if got := len(fmt.Sprintf(format, args...)); got > n {
+				t.Fatalf("printf %q with %#v made %d bytes, bound %d", format, args, got, n)
+			}
 		}
 	})
 }

@@ -18,8 +18,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/template"
-	"text/template/parse"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -106,8 +104,9 @@ func Name(twd, twor, buildID string) string {
 // which it never modifies:
 //
 //   - every string value that contains "{{" is executed as a Go template
-//     with Data; an unknown field or a failing template is an error that
-//     names the value's path;
+//     with Data; an unknown field or a failing template is a *FieldError
+//     that names the value's path from spec.object, and one that breaks a
+//     bound on what rendering may cost (bounds.go) wraps ErrBound;
 //   - a "scaleTargetRef" that is null or {}, at any depth, becomes a
 //     reference to the versioned Deployment and such a "matchLabels" its
 //     selector labels; a kind that needs one of them (see needed: an
@@ -127,7 +126,7 @@ func Render(object map[string]any, t Target) (*unstructured.Unstructured, error)
 	r := renderer{data: Data{DeploymentName: t.DeploymentName, BuildID: t.BuildID, TemporalNamespace: t.TemporalNamespace,
 		TemporalDeploymentName: t.TemporalDeploymentName}, target: t}
 	// The walk copies as it goes, so object stays untouched.
-	out, err := r.walk(object, "")
+	out, err := r.walk(object, objectPath)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +136,7 @@ func Render(object map[string]any, t Target) (*unstructured.Unstructured, error)
 	}
 	for _, field := range []string{"apiVersion", "kind"} {
 		if s, ok := obj[field].(string); !ok || s == "" {
-			return nil, fmt.Errorf("%s: required, a non-empty string", field)
+			return nil, fmt.Errorf("%s: required, a non-empty string", joinKey(objectPath, field))
 		}
 	}
 	r.fillNeeded(obj)
@@ -201,14 +200,14 @@ func Hash(u *unstructured.Unstructured) string {
 // stringMap returns a copy of metadata[field] as map[string]any, checking
 // that every value is a string; absent or null is an empty map.
 func stringMap(obj map[string]any, field string) (map[string]any, error) {
-	path := "metadata." + field
+	path := joinKey(objectPath, "metadata") + "." + field
 	var in any
 	switch meta := obj["metadata"].(type) {
 	case nil:
 	case map[string]any:
 		in = meta[field]
 	default:
-		return nil, errors.New("metadata: must be an object")
+		return nil, errors.New(joinKey(objectPath, "metadata") + ": must be an object")
 	}
 	out := map[string]any{}
 	switch m := in.(type) {
@@ -232,6 +231,7 @@ type renderer struct {
 	target Target
 	// written counts what templates wrote, against maxRendered.
 	written int
+	budget  budget
 }
 
 // walk returns a deep copy of v with templates executed and the
@@ -278,7 +278,7 @@ func (r *renderer) walk(v any, path string) (any, error) {
 		}
 		s, err := r.execute(v)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", orRoot(path), err)
+			return nil, &FieldError{Field: path, Err: err}
 		}
 		return s, nil
 	case nil, bool, float64, int64, json.Number:
@@ -286,12 +286,12 @@ func (r *renderer) walk(v any, path string) (any, error) {
 	default:
 		// Anything else did not come from JSON; copying it blindly could
 		// share mutable state or break the apply later.
-		return nil, fmt.Errorf("%s: unsupported value of type %T", orRoot(path), v)
+		return nil, fmt.Errorf("%s: unsupported value of type %T", path, v)
 	}
 }
 
 func (r *renderer) execute(text string) (string, error) {
-	tmpl, err := parseBounded(text)
+	tmpl, err := parseBounded(text, &r.budget)
 	if err != nil {
 		return "", err
 	}
@@ -304,53 +304,6 @@ func (r *renderer) execute(text string) (string, error) {
 	return w.String(), nil
 }
 
-// parseBounded parses one string value as a template and refuses what
-// bounded refuses.
-func parseBounded(text string) (*template.Template, error) {
-	tmpl, err := template.New("value").Option("missingkey=error").Parse(text)
-	if err != nil {
-		return nil, err
-	}
-	return tmpl, bounded(tmpl)
-}
-
-// bounded rejects what would let a template run unbounded in the
-// controller: range loops (over an integer literal, say) and calls of
-// defined templates (which can call each other exponentially often). The
-// three strings of Data need neither.
-func bounded(tmpl *template.Template) error {
-	if len(tmpl.Templates()) > 1 {
-		return errors.New("template: define and block are not supported")
-	}
-	if tmpl.Tree == nil {
-		return nil
-	}
-	var check func(n parse.Node) error
-	check = func(n parse.Node) error {
-		switch n := n.(type) {
-		case *parse.ListNode:
-			if n == nil {
-				return nil
-			}
-			for _, c := range n.Nodes {
-				if err := check(c); err != nil {
-					return err
-				}
-			}
-		case *parse.RangeNode:
-			return errors.New("template: range is not supported")
-		case *parse.TemplateNode:
-			return errors.New("template: template calls are not supported")
-		case *parse.IfNode:
-			return errors.Join(check(n.List), check(n.ElseList))
-		case *parse.WithNode:
-			return errors.Join(check(n.List), check(n.ElseList))
-		}
-		return nil
-	}
-	return check(tmpl.Tree.Root)
-}
-
 // limitedBuffer fails writes beyond limit, which stops the template.
 type limitedBuffer struct {
 	bytes.Buffer
@@ -359,10 +312,24 @@ type limitedBuffer struct {
 
 func (b *limitedBuffer) Write(p []byte) (int, error) {
 	if b.Len()+len(p) > b.limit {
-		return 0, fmt.Errorf("rendered values exceed %d bytes", maxRendered)
+		return 0, fmt.Errorf("%w: the templates of one object may write at most %d bytes: make the values shorter", ErrBound, maxRendered)
 	}
 	return b.Buffer.Write(p)
 }
+
+// objectPath is where the values Render reads are in a
+// TemporalWorkerOwnedResource: errors name them from there.
+const objectPath = "spec.object"
+
+// FieldError is an error in one value of spec.object.
+type FieldError struct {
+	// Field is the value's path, "spec.object.spec.metrics[0].name" say.
+	Field string
+	Err   error
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Err.Error() }
+func (e *FieldError) Unwrap() error { return e.Err }
 
 var plainKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
@@ -376,11 +343,4 @@ func joinKey(path, key string) string {
 		return key
 	}
 	return path + "." + key
-}
-
-func orRoot(path string) string {
-	if path == "" {
-		return "object"
-	}
-	return path
 }

@@ -2,6 +2,7 @@ package ownedresource
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"regexp"
 	"strings"
@@ -194,33 +195,37 @@ func TestAttachesAutoscaler(t *testing.T) {
 }
 
 func TestRenderErrors(t *testing.T) {
-	huge := `{{ printf "%0999999d" 1 }}`
+	// 17 of these fit in what one object's templates may write, 18 do not.
+	big := map[string]any{"apiVersion": "v1", "kind": "X"}
+	for i := range 18 {
+		big[fmt.Sprintf("a%02d", i)] = strings.Repeat("x", 60000) + "{{ .BuildID }}"
+	}
 	for _, tc := range []struct {
 		name    string
 		object  string // JSON; "" means a nil map
 		wantErr string
 	}{
-		{"template error names the path", `{"apiVersion":"v1","kind":"X","spec":{"metrics":[{"external":{"metric":{"name":"{{ .BuildID "}}}]}}`, `spec.metrics[0].external.metric.name: template: `},
-		{"unknown field", `{"apiVersion":"v1","kind":"X","spec":{"a":["x","{{ .Namespace }}"]}}`, `spec.a[1]: template: value:1:3: executing "value" at <.Namespace>: can't evaluate field Namespace`},
-		{"unknown function", `{"apiVersion":"v1","kind":"X","spec":{"a":"{{ env \"HOME\" }}"}}`, `spec.a: template: value:1: function "env" not defined`},
-		{"odd keys are quoted in the path", `{"apiVersion":"v1","kind":"X","metadata":{"annotations":{"example.com/x":"{{ .Nope }}"}}}`, `metadata.annotations["example.com/x"]: template: `},
-		{"first error in key order", `{"apiVersion":"v1","kind":"X","b":"{{ .B }}","a":"{{ .A }}"}`, `a: template: `},
-		{"range is refused", `{"apiVersion":"v1","kind":"X","a":"{{ range 1000000000000 }}{{ end }}"}`, `a: template: range is not supported`},
-		{"range nested in if is refused", `{"apiVersion":"v1","kind":"X","a":"{{ if true }}{{ else }}{{ range 10 }}x{{ end }}{{ end }}"}`, `a: template: range is not supported`},
-		{"define is refused", `{"apiVersion":"v1","kind":"X","a":"{{ define \"t\" }}{{ template \"t\" }}{{ end }}{{ template \"t\" }}"}`, `a: template: define and block are not supported`},
-		{"block is refused", `{"apiVersion":"v1","kind":"X","a":"{{ block \"t\" . }}x{{ end }}"}`, `a: template: define and block are not supported`},
-		{"template call is refused", `{"apiVersion":"v1","kind":"X","a":"{{ template \"value\" }}"}`, `a: template: template calls are not supported`},
-		{"output is bounded", `{"apiVersion":"v1","kind":"X","a":"` + strings.ReplaceAll(huge, `"`, `\"`) + `","b":"` + strings.ReplaceAll(huge, `"`, `\"`) + `"}`, `b: rendered values exceed 1048576 bytes`},
-		{"missing apiVersion", `{"kind":"X"}`, `apiVersion: required`},
-		{"empty apiVersion", `{"apiVersion":"","kind":"X"}`, `apiVersion: required`},
-		{"template renders empty apiVersion", `{"apiVersion":"{{ if false }}v1{{ end }}","kind":"X"}`, `apiVersion: required`},
-		{"missing kind", `{"apiVersion":"v1"}`, `kind: required`},
-		{"kind not a string", `{"apiVersion":"v1","kind":3}`, `kind: required`},
-		{"nil object", ``, `apiVersion: required`},
-		{"metadata not an object", `{"apiVersion":"v1","kind":"X","metadata":"x"}`, `metadata: must be an object`},
-		{"labels not a map", `{"apiVersion":"v1","kind":"X","metadata":{"labels":["a"]}}`, `metadata.labels: must be a map of strings`},
-		{"label value not a string", `{"apiVersion":"v1","kind":"X","metadata":{"labels":{"a":1}}}`, `metadata.labels.a: value must be a string`},
-		{"annotation value not a string", `{"apiVersion":"v1","kind":"X","metadata":{"annotations":{"a":true}}}`, `metadata.annotations.a: value must be a string`},
+		{"template error names the path", `{"apiVersion":"v1","kind":"X","spec":{"metrics":[{"external":{"metric":{"name":"{{ .BuildID "}}}]}}`, `spec.object.spec.metrics[0].external.metric.name: template: `},
+		{"unknown field", `{"apiVersion":"v1","kind":"X","spec":{"a":["x","{{ .Namespace }}"]}}`, `spec.object.spec.a[1]: template: value:1:3: executing "value" at <.Namespace>: can't evaluate field Namespace`},
+		{"unknown function", `{"apiVersion":"v1","kind":"X","spec":{"a":"{{ env \"HOME\" }}"}}`, `spec.object.spec.a: template: value:1: function "env" not defined`},
+		{"odd keys are quoted in the path", `{"apiVersion":"v1","kind":"X","metadata":{"annotations":{"example.com/x":"{{ .Nope }}"}}}`, `spec.object.metadata.annotations["example.com/x"]: template: `},
+		{"first error in key order", `{"apiVersion":"v1","kind":"X","b":"{{ .B }}","a":"{{ .A }}"}`, `spec.object.a: template: `},
+		{"range is refused", `{"apiVersion":"v1","kind":"X","a":"{{ range 1000000000000 }}{{ end }}"}`, `spec.object.a: template: range is not supported`},
+		{"range nested in if is refused", `{"apiVersion":"v1","kind":"X","a":"{{ if true }}{{ else }}{{ range 10 }}x{{ end }}{{ end }}"}`, `spec.object.a: template: range is not supported`},
+		{"define is refused", `{"apiVersion":"v1","kind":"X","a":"{{ define \"t\" }}{{ template \"t\" }}{{ end }}{{ template \"t\" }}"}`, `spec.object.a: template: define and block are not supported`},
+		{"block is refused", `{"apiVersion":"v1","kind":"X","a":"{{ block \"t\" . }}x{{ end }}"}`, `spec.object.a: template: define and block are not supported`},
+		{"template call is refused", `{"apiVersion":"v1","kind":"X","a":"{{ template \"value\" }}"}`, `spec.object.a: template: template calls are not supported`},
+		{"output is bounded", asJSON(t, big), `spec.object.a17: template breaks a bound: the templates of one object may write at most 1048576 bytes`},
+		{"missing apiVersion", `{"kind":"X"}`, `spec.object.apiVersion: required`},
+		{"empty apiVersion", `{"apiVersion":"","kind":"X"}`, `spec.object.apiVersion: required`},
+		{"template renders empty apiVersion", `{"apiVersion":"{{ if false }}v1{{ end }}","kind":"X"}`, `spec.object.apiVersion: required`},
+		{"missing kind", `{"apiVersion":"v1"}`, `spec.object.kind: required`},
+		{"kind not a string", `{"apiVersion":"v1","kind":3}`, `spec.object.kind: required`},
+		{"nil object", ``, `spec.object.apiVersion: required`},
+		{"metadata not an object", `{"apiVersion":"v1","kind":"X","metadata":"x"}`, `spec.object.metadata: must be an object`},
+		{"labels not a map", `{"apiVersion":"v1","kind":"X","metadata":{"labels":["a"]}}`, `spec.object.metadata.labels: must be a map of strings`},
+		{"label value not a string", `{"apiVersion":"v1","kind":"X","metadata":{"labels":{"a":1}}}`, `spec.object.metadata.labels.a: value must be a string`},
+		{"annotation value not a string", `{"apiVersion":"v1","kind":"X","metadata":{"annotations":{"a":true}}}`, `spec.object.metadata.annotations.a: value must be a string`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var obj map[string]any
@@ -236,14 +241,13 @@ func TestRenderErrors(t *testing.T) {
 			}
 		})
 	}
-	// The bound covers what a template writes, not its arguments: the
-	// first huge value fits, the second does not.
-	if _, err := Render(decode(t, `{"apiVersion":"v1","kind":"X","a":"`+strings.ReplaceAll(huge, `"`, `\"`)+`"}`), target); err != nil {
-		t.Errorf("one large value: %v", err)
+	delete(big, "a17")
+	if _, err := Render(big, target); err != nil {
+		t.Errorf("17 large values: %v", err)
 	}
 	// Values that did not come from JSON are an error, not a panic.
 	obj := map[string]any{"apiVersion": "v1", "kind": "X", "spec": map[string]any{"n": []any{1}}}
-	if _, err := Render(obj, target); err == nil || !strings.HasPrefix(err.Error(), "spec.n[0]: unsupported value of type int") {
+	if _, err := Render(obj, target); err == nil || !strings.HasPrefix(err.Error(), "spec.object.spec.n[0]: unsupported value of type int") {
 		t.Errorf("err = %v", err)
 	}
 }
@@ -516,6 +520,9 @@ func TestCheckTemplate(t *testing.T) {
 		"{{ .BuildID":                                          "unclosed action",
 		"{{ range 3 }}{{ end }}":                               "range is not supported",
 		"{{ block \"t\" . }}{{ end }}":                         "define and block are not supported",
+		"{{ .BuildID | html }}":                                `function "html" is not available`,
+		"{{ (urlquery .BuildID).X }}":                          `function "urlquery" is not available`,
+		strings.Repeat("x", 70000) + "{{ .BuildID }}":          "a string holding a template may be at most 65536 bytes",
 	} {
 		err := CheckTemplate(text)
 		if (want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), want)) {

@@ -171,12 +171,12 @@ func TestOwnedResources(t *testing.T) {
 				o := withCopies(badTemplate, prev)
 				in.OwnedResources = []OwnedResource{o}
 			}),
-			[]string{"status bad v1 error: data.x: template: ", "status bad v2 error: data.x: template: "},
+			[]string{"status bad v1 error: spec.object.data.x", "status bad v2 error: spec.object.data.x"},
 		},
 		"one bad owned resource does not stop another": {
 			ownedBase(func(in *Input) { in.OwnedResources = []OwnedResource{badTemplate, pdb()} }),
 			[]string{"apply pdb v1 PodDisruptionBudget", "apply pdb v2 PodDisruptionBudget",
-				"status bad v1 error: data.x: template: ", "status bad v2 error: data.x: template: ",
+				"status bad v1 error: spec.object.data.x", "status bad v2 error: spec.object.data.x",
 				"status pdb v1", "status pdb v2"},
 		},
 		"spec.object that is no JSON object is reported": {

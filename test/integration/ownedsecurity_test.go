@@ -4,13 +4,18 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
@@ -135,4 +140,104 @@ func grantClusterRoleDelete(t *testing.T, tt *harness.T, name string) {
 	t.Cleanup(func() {
 		_ = env.Kube.Delete(context.Background(), &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	})
+}
+
+// bombTemplate doubles a string in a variable forty times (a TiB) and
+// writes only its length, which fits any bound on output.
+var bombTemplate = `{{ $x := "ab" }}` + strings.Repeat(`{{ $x = printf "%s%s" $x $x }}`, 40) + `{{ len $x }}`
+
+// TestOwnedTemplateCannotExhaustMemory: a template that doubles a string
+// forty times, stored while the webhook is skipped for the namespace (as if
+// it were absent) over a TemporalWorkerOwnedResource whose copy exists,
+// and one the webhook admits because it does so only for the running
+// build ID, fail to render: each reports Ready False, ApplyFailed, naming
+// the field and the bound, and keeps its earlier copy. The controller
+// (running in this process: it would have died with it) keeps working:
+// another TWD rolls out. The webhook refusing the template outright is a
+// row of TestAdmissionTable.
+func TestOwnedTemplateCannotExhaustMemory(t *testing.T) {
+	tt := env.NewTest(t)
+	ctx := context.Background()
+	r := newRollout(tt, "bomb")
+	r.create(r.spec("v1"))
+	v1 := r.buildID()
+	r.waitCurrent(2*time.Minute, v1)
+
+	pdb := func(name, note string) *v1alpha1.TemporalWorkerOwnedResource {
+		return &v1alpha1.TemporalWorkerOwnedResource{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.Namespace},
+			Spec: v1alpha1.TemporalWorkerOwnedResourceSpec{
+				WorkerRef: v1alpha1.WorkerReference{Name: r.Name},
+				Object: rawJSON(t, map[string]any{
+					"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+					"metadata": map[string]any{"annotations": map[string]any{"example.com/note": note}},
+					"spec":     map[string]any{"maxUnavailable": 1, "selector": map[string]any{"matchLabels": map[string]any{}}},
+				}),
+			},
+		}
+	}
+	stored, branchy := pdb("stored", "{{ .BuildID }}"), pdb("branchy", fmt.Sprintf(`{{ if eq .BuildID %q }}%s{{ end }}`, v1, bombTemplate))
+	for _, or := range []*v1alpha1.TemporalWorkerOwnedResource{stored, branchy} {
+		if err := env.Kube.Create(ctx, or); err != nil {
+			t.Fatalf("create %s: %v", or.Name, err)
+		}
+	}
+	r.waitOwnedReady(stored.Name, metav1.ConditionTrue, v1alpha1.ReasonApplied)
+	if p := r.pdbOf(stored.Name, v1); p == nil || p.Annotations["example.com/note"] != v1 {
+		t.Fatalf("the copy of %s: %+v, want its note %s", stored.Name, p, v1)
+	}
+
+	// The attack: the bomb stored past the webhook.
+	restore := skipWebhook(t, r.Namespace)
+	r.Eventually(time.Minute, "the bomb is stored past the webhook", func() (bool, string) {
+		err := retryOnConflict(ctx, stored, func() {
+			stored.Spec.Object = pdb(stored.Name, bombTemplate).Spec.Object
+		})
+		return err == nil, errString(err)
+	})
+	restore()
+
+	for _, name := range []string{stored.Name, branchy.Name} {
+		got := r.waitOwnedReady(name, metav1.ConditionFalse, v1alpha1.ReasonApplyFailed)
+		c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)
+		for _, want := range []string{v1, `spec.object.metadata.annotations["example.com/note"]`, "template breaks a bound", "at most 1048576 bytes"} {
+			if !strings.Contains(c.Message, want) {
+				t.Errorf("%s: Ready message %q does not say %q", name, c.Message, want)
+			}
+		}
+	}
+	// The earlier copy stays as it was.
+	if p := r.pdbOf(stored.Name, v1); p == nil || p.Annotations["example.com/note"] != v1 {
+		t.Errorf("the copy of %s: %+v, want it kept with its note %s", stored.Name, p, v1)
+	}
+
+	// The controller works for everyone else.
+	other := &rollout{T: tt, Name: "bystander", TaskQueue: tt.TaskQueue("bystander")}
+	other.create(other.spec("v1"))
+	other.waitCurrent(2*time.Minute, other.buildID())
+}
+
+// skipWebhook makes the API server skip the TemporalWorkerOwnedResource
+// webhook in namespace ns, as if it were absent there, until restore runs
+// (at the latest when the test ends). Other namespaces keep it.
+func skipWebhook(t *testing.T, ns string) (restore func()) {
+	t.Helper()
+	patch := func(selector string) error {
+		vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhookName}}
+		return env.Kube.Patch(context.Background(), vwc, crclient.RawPatch(types.StrategicMergePatchType, fmt.Appendf(nil,
+			`{"webhooks":[{"name":"temporalworkerownedresources.validate.temporal.io","namespaceSelector":%s}]}`, selector)))
+	}
+	if err := patch(fmt.Sprintf(`{"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":[%q]}]}`, ns)); err != nil {
+		t.Fatalf("skip the webhook in %s: %v", ns, err)
+	}
+	var once sync.Once
+	restore = func() {
+		once.Do(func() {
+			if err := patch(`{"matchExpressions":null}`); err != nil {
+				t.Errorf("restore the webhook: %v", err)
+			}
+		})
+	}
+	t.Cleanup(restore)
+	return restore
 }
