@@ -32,7 +32,7 @@ func ClaimHolder(self Claimant, rivals []Claimant) *Claimant {
 	var holder *Claimant
 	for i := range rivals {
 		r := rivals[i]
-		if r.UID == self.UID || !sameServer(self.Address, r.Address) || !olderThan(r, self) {
+		if r.UID == self.UID || !SameServer(self.Address, r.Address) || !olderThan(r, self) {
 			continue
 		}
 		if holder == nil || olderThan(r, *holder) {
@@ -49,9 +49,10 @@ func olderThan(a, b Claimant) bool {
 	return a.UID < b.UID
 }
 
-// sameServer: an unknown address may be any server. Two addresses of one
-// server are not recognised as such.
-func sameServer(a, b string) bool {
+// SameServer: two connection addresses may name one server. An unknown
+// address ("") may be any; two addresses of one server (an IP and a DNS
+// name) are not recognised as such.
+func SameServer(a, b string) bool {
 	return a == "" || b == "" || strings.EqualFold(a, b)
 }
 

@@ -61,7 +61,7 @@ func TestClaimHolderAgrees(t *testing.T) {
 		holds := func(c Claimant) bool { return ClaimHolder(c, cs) == nil }
 		for i, x := range cs {
 			for _, y := range cs[i+1:] {
-				if x.UID != y.UID && sameServer(x.Address, y.Address) && holds(x) && holds(y) {
+				if x.UID != y.UID && SameServer(x.Address, y.Address) && holds(x) && holds(y) {
 					t.Fatalf("both %+v and %+v hold the claim among %+v", x, y, cs)
 				}
 			}
