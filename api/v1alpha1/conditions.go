@@ -66,6 +66,10 @@ const (
 	// ReasonRolloutAborted: the annotation AnnotationAbortRollout names the
 	// target; it gets no traffic and the ramp the controller set is removed.
 	ReasonRolloutAborted = "RolloutAborted"
+	// ReasonWorkerDeploymentClaimed: an older TemporalWorkerDeployment
+	// names the same Temporal worker deployment (server, namespace and
+	// name); this one changes nothing in Temporal and runs no workers.
+	ReasonWorkerDeploymentClaimed = "WorkerDeploymentClaimed"
 )
 
 // Reasons of a TemporalConnection's Ready condition. A connection that

@@ -133,7 +133,7 @@ func (s *Server) ReadyChecker() healthz.Checker {
 	}
 }
 
-// Setup registers the validating webhook on the manager's webhook server,
+// Setup registers the validating webhooks on the manager's webhook server,
 // which must be a *Server, its readiness check and, with rotation, the
 // certificate rotator. Kinds are resolved with the manager's RESTMapper.
 func Setup(mgr manager.Manager) error {
@@ -152,6 +152,8 @@ func Setup(mgr manager.Manager) error {
 	}
 	v := NewValidator(mgr.GetScheme(), mgr.GetRESTMapper(), ClientReviewer{Client: mgr.GetClient()}, controller, banned)
 	s.Register(Path, &cradmission.Webhook{Handler: v})
+	// Its reader is the manager's cache, with claim.Index registered.
+	s.Register(WorkerDeploymentPath, &cradmission.Webhook{Handler: NewClaimValidator(mgr.GetScheme(), mgr.GetClient())})
 	if err := mgr.AddReadyzCheck("webhook", s.ReadyChecker()); err != nil {
 		return err
 	}

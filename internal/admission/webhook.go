@@ -2,7 +2,8 @@
 // and how the manager serves it: the rules a TemporalWorkerOwnedResource must
 // follow, the checks that neither its author nor the controller gains a
 // permission through it, and the serving certificate (mounted, or made and
-// rotated by the manager itself).
+// rotated by the manager itself). The same server checks that no two
+// TemporalWorkerDeployments name one Temporal worker deployment (claim.go).
 package admission
 
 import (

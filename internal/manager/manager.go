@@ -33,6 +33,7 @@ import (
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/internal/admission"
+	"github.com/rainbow-deploy/rainbow/internal/claim"
 	"github.com/rainbow-deploy/rainbow/internal/connection"
 	"github.com/rainbow-deploy/rainbow/internal/controller/temporalconnection"
 	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
@@ -196,6 +197,9 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		}
 	}
 	if err := connection.RegisterIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return nil, fmt.Errorf("register cache indexes: %w", err)
+	}
+	if err := claim.RegisterIndex(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("register cache indexes: %w", err)
 	}
 	sdkLog := temporallog.NewStructuredLogger(slog.New(logr.ToSlogHandler(opts.Logger.WithName("temporal-sdk"))))

@@ -4,6 +4,11 @@
 //
 // The rules, in the order Plan applies them to the target version:
 //
+//   - First of all: a TWD that an older one outranks for its Temporal worker
+//     deployment (Input.ClaimedBy, decided by ClaimHolder) acts on nothing,
+//     in Temporal or Kubernetes, and reports WorkerDeploymentClaimed; being
+//     deleted, it only lets its finalizer go, once no Deployment of its own
+//     is left.
 //   - The target gets a Deployment (spec.replicas, or 1 for an autoscaler to
 //     take over), unless Temporal's version limit is reached and no version
 //     can be deleted to make room (TooManyVersions). Only the target follows

@@ -53,6 +53,10 @@ func TestPlanSafetyRandom(t *testing.T) {
 // resources, autoscaling, the drain, and what the observe step is told
 // to read.
 func violations(in Input, r Result) []error {
+	if in.ClaimedBy != nil {
+		// It plans nothing, so the rules of what it plans do not apply.
+		return slices.Concat(claimViolations(in, r), readViolations(in))
+	}
 	return slices.Concat(safetyViolations(in, r), ownedViolations(in, r), autoscaleViolations(in, r), drainViolations(in, r), readViolations(in),
 		gateViolations(in, r))
 }
@@ -222,6 +226,9 @@ func fuzzInput(data []byte) Input {
 	in.TargetShownReady = s.intn(3) == 0
 	if in.Temporal != nil && s.bool() {
 		in.Temporal.RoutingChangedAt = t0.Add(pick(s, -time.Second, -3*time.Second, -TemporalOutageBound))
+	}
+	if s.intn(5) == 0 {
+		in.ClaimedBy = &Claimed{Holder: "other/w", Address: pick(s, serverA.Address, ""), TemporalNamespace: "default"}
 	}
 	return in
 }

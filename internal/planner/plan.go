@@ -14,6 +14,14 @@ func Plan(in Input) Result {
 	v := newView(in)
 	p := &plan{}
 
+	if in.ClaimedBy != nil {
+		prog := planClaimed(v, p)
+		p.res.State = prog.state.exported()
+		p.res.Ready, p.res.Progressing = conditions(prog)
+		p.res.Versions = versions(v)
+		p.res.RequeueAfter = p.requeueAfter()
+		return p.res
+	}
 	if in.Deletion != nil {
 		prog := planDeletion(v, p)
 		cancelStaleGate(v, p)

@@ -33,6 +33,9 @@ const (
 	// external changes and drainage (Temporal refreshes drainage every few
 	// minutes, so polling draining versions faster gains nothing).
 	requeueIdle = time.Minute
+	// requeueClaimed: another TWD holds the worker deployment; its
+	// deletion or rename wakes this one (a watch), so this is a fallback.
+	requeueClaimed = time.Minute
 )
 
 // TemporalOutageBound: reads of a worker deployment that fail, other than

@@ -56,6 +56,9 @@ type Input struct {
 	BannedKinds []string
 	// Drains are the versions' drain records from status.
 	Drains []DrainRecord
+	// ClaimedBy is set when an older TWD names the same Temporal worker
+	// deployment (ClaimHolder): Plan then acts on nothing.
+	ClaimedBy *Claimed
 	// Pinned are this pass's listings of the versions DrainVersionsToList
 	// named; a version missing here was not listed.
 	Pinned []PinnedListing

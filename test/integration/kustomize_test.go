@@ -156,8 +156,12 @@ func buildKustomization(t *testing.T, dir string) ([]byte, *manifests) {
 // rotationArg is the manager's last --webhook-cert-rotation argument.
 func (m *manifests) checkWebhook(t *testing.T, rotationArg string) {
 	t.Helper()
-	if len(m.webhook.Webhooks) != 1 {
-		t.Fatalf("%d webhooks, want 1", len(m.webhook.Webhooks))
+	if len(m.webhook.Webhooks) != 2 {
+		t.Fatalf("%d webhooks, want 2 (TemporalWorkerOwnedResources, TemporalWorkerDeployments)", len(m.webhook.Webhooks))
+	}
+	if twd := m.webhook.Webhooks[1]; twd.ClientConfig.Service == nil || twd.ClientConfig.Service.Name != m.service.Name || twd.ClientConfig.Service.Path == nil ||
+		*twd.ClientConfig.Service.Path != admission.WorkerDeploymentPath || twd.FailurePolicy == nil || *twd.FailurePolicy != admissionregistrationv1.Ignore {
+		t.Errorf("TemporalWorkerDeployment webhook %+v: want Service %s at %s, failurePolicy Ignore", twd, m.service.Name, admission.WorkerDeploymentPath)
 	}
 	wh := m.webhook.Webhooks[0]
 	svc := wh.ClientConfig.Service

@@ -34,6 +34,7 @@ import (
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/internal/buildid"
+	"github.com/rainbow-deploy/rainbow/internal/claim"
 	"github.com/rainbow-deploy/rainbow/internal/connection"
 	"github.com/rainbow-deploy/rainbow/internal/planner"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
@@ -309,6 +310,7 @@ func (f *fixture) reconcile() (kube, temporalWrites []string, res reconcile.Resu
 		WithStatusSubresource(&v1alpha1.TemporalWorkerDeployment{}, &v1alpha1.TemporalWorkerOwnedResource{}).
 		WithIndex(&v1alpha1.TemporalWorkerOwnedResource{}, ownedByWorker, indexOwnedByWorker).
 		WithIndex(&appsv1.Deployment{}, deploymentsByWorker, indexDeploymentsByWorker).
+		WithIndex(&v1alpha1.TemporalWorkerDeployment{}, claim.Index, claim.IndexKey).
 		WithInterceptorFuncs(interceptor.Funcs{
 			Create: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.CreateOption) error {
 				if err := record("create", o); err != nil {

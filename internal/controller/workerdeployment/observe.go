@@ -14,6 +14,7 @@ import (
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/internal/buildid"
+	"github.com/rainbow-deploy/rainbow/internal/claim"
 	"github.com/rainbow-deploy/rainbow/internal/connection"
 	"github.com/rainbow-deploy/rainbow/internal/planner"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
@@ -55,10 +56,7 @@ type observation struct {
 
 // WorkerDeploymentName is the Temporal worker deployment name of a TWD.
 func WorkerDeploymentName(twd *v1alpha1.TemporalWorkerDeployment) string {
-	if n := twd.Spec.WorkerOptions.DeploymentName; n != "" {
-		return n
-	}
-	return twd.Namespace + "/" + twd.Name
+	return claim.DeploymentName(twd)
 }
 
 // observe reads Kubernetes, then Temporal. A Temporal problem is not an
@@ -97,6 +95,16 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 	}
 	for _, d := range deps {
 		o.input.Deployments = append(o.input.Deployments, plannerDeployment(d))
+	}
+	// An older TWD naming the same worker deployment holds it: this one
+	// reads and writes nothing in Temporal.
+	holder, self, err := claim.Holder(ctx, r.Client, twd)
+	if err != nil {
+		return nil, err
+	}
+	if holder != nil {
+		o.input.ClaimedBy = &planner.Claimed{Holder: holder.String(), Address: self.Address, TemporalNamespace: twd.Spec.WorkerOptions.TemporalNamespace}
+		return o, nil
 	}
 
 	conn, prob, err := connection.Resolve(ctx, connection.ConfirmMissing{Cached: r.Client, Live: r.APIReader}, twd.Namespace, twd.Spec.WorkerOptions.ConnectionRef.Name,

@@ -23,13 +23,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/claim"
 	"github.com/rainbow-deploy/rainbow/internal/connection"
 	"github.com/rainbow-deploy/rainbow/internal/planner"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
@@ -96,7 +99,8 @@ type Reconciler struct {
 
 // SetupWithManager registers the reconciler and its watches: its TWDs,
 // their Deployments, and the connections and Secrets they use. The
-// indexes of connection.RegisterIndexes must be registered first.
+// indexes of connection.RegisterIndexes and claim.RegisterIndex must be
+// registered first.
 func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 	r.watch = newPersonWatch(&r.idle)
 	if err := mgr.Add(r.watch); err != nil {
@@ -119,6 +123,9 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		For(&v1alpha1.TemporalWorkerDeployment{}, builder.WithPredicates(notOnlyStatus)).
 		Watches(&appsv1.Deployment{}, rankAvailable{handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(),
 			&v1alpha1.TemporalWorkerDeployment{}, handler.OnlyControllerOwner())}).
+		// A TWD that yields its worker deployment to an older one waits
+		// for that one to go or to name another.
+		Watches(&v1alpha1.TemporalWorkerDeployment{}, handler.EnqueueRequestsFromMapFunc(r.rivalsOf), builder.WithPredicates(claimMayChange)).
 		Watches(&v1alpha1.TemporalConnection{}, handler.EnqueueRequestsFromMapFunc(r.usersOfConnection)).
 		// Metadata is enough to wake the users of a Secret; its data is
 		// read on demand (internal/manager/trim.go).
@@ -138,10 +145,40 @@ func (r *Reconciler) usersOfConnection(ctx context.Context, o client.Object) []r
 	}
 	reqs := make([]reconcile.Request, 0, len(list.Items))
 	for _, t := range list.Items {
+		// A new address may give the worker deployment to another TWD.
 		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&t)})
+		reqs = append(reqs, r.rivalsOf(ctx, &t)...)
 	}
 	return reqs
 }
+
+// rivalsOf maps a TWD to the others naming the same worker deployment.
+func (r *Reconciler) rivalsOf(ctx context.Context, o client.Object) []reconcile.Request {
+	twd, ok := o.(*v1alpha1.TemporalWorkerDeployment)
+	if !ok {
+		return nil
+	}
+	var list v1alpha1.TemporalWorkerDeploymentList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{claim.Index: claim.Key(twd)}); err != nil {
+		logf.FromContext(ctx).Error(err, "list TemporalWorkerDeployments naming the same worker deployment", "twd", client.ObjectKeyFromObject(o))
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, t := range list.Items {
+		if t.UID != twd.UID {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&t)})
+		}
+	}
+	return reqs
+}
+
+// claimMayChange: creations, deletions, and spec changes (the name, the
+// namespace or the connection a TWD names), not status writes.
+var claimMayChange = predicate.Or(predicate.GenerationChangedPredicate{}, predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return !e.ObjectNew.GetDeletionTimestamp().Equal(e.ObjectOld.GetDeletionTimestamp())
+	},
+})
 
 // usersOfSecret maps a Secret to the TWDs whose connection names it.
 func (r *Reconciler) usersOfSecret(ctx context.Context, o client.Object) []reconcile.Request {
