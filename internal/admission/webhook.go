@@ -50,8 +50,15 @@ func NewValidator(scheme *runtime.Scheme, kinds KindResolver, access AccessRevie
 	return &Validator{Kinds: kinds, Access: access, Controller: controller, BannedKinds: banned, Decoder: cradmission.NewDecoder(scheme)}
 }
 
-// Handle implements admission.Handler.
+// Handle implements admission.Handler. A request of another shape than
+// the webhook configuration sends is refused: a configuration routing more
+// to this webhook must not have those requests admitted unchecked.
 func (v *Validator) Handle(ctx context.Context, req cradmission.Request) cradmission.Response {
+	if why := unexpectedShape(req); why != "" {
+		return cradmission.Denied(fmt.Sprintf("this webhook checks only the creation, update and deletion of "+
+			"temporalworkerownedresources.temporal.io (not their subresources), and refuses anything else: %s; "+
+			"route only those requests to it (rules of the ValidatingWebhookConfiguration, see config/webhook/validating_webhook.yaml)", why))
+	}
 	var twor, old *v1alpha1.TemporalWorkerOwnedResource
 	for _, d := range []struct {
 		raw  runtime.RawExtension
@@ -82,7 +89,33 @@ func (v *Validator) Handle(ctx context.Context, req cradmission.Request) cradmis
 	case req.Operation == admissionv1.Delete && old != nil:
 		return v.admitDelete(ctx, req, old)
 	}
-	return cradmission.Allowed("")
+	return cradmission.Denied(fmt.Sprintf("a %s request without the object(s) it needs (object, oldObject) is not checked, so it is refused", req.Operation))
+}
+
+// unexpectedShape says how req differs from the requests the webhook
+// configuration sends (CREATE, UPDATE, DELETE of the resource itself, with
+// the objects each carries); empty if it does not.
+func unexpectedShape(req cradmission.Request) string {
+	want := v1alpha1.GroupVersion.WithKind("TemporalWorkerOwnedResource")
+	if gvk := schema.GroupVersionKind(req.Kind); gvk != want {
+		return fmt.Sprintf("the request is for kind %q, not %s", gvk, want)
+	}
+	if req.Resource.Resource != "temporalworkerownedresources" || req.SubResource != "" {
+		return fmt.Sprintf("the request is for resource %q, subresource %q", req.Resource.Resource, req.SubResource)
+	}
+	switch req.Operation {
+	case admissionv1.Create, admissionv1.Update, admissionv1.Delete:
+	default:
+		return fmt.Sprintf("operation %q", req.Operation)
+	}
+	missing := func(r runtime.RawExtension) bool { return len(r.Raw) == 0 }
+	switch {
+	case req.Operation != admissionv1.Delete && missing(req.Object):
+		return fmt.Sprintf("a %s request without object", req.Operation)
+	case req.Operation != admissionv1.Create && missing(req.OldObject):
+		return fmt.Sprintf("a %s request without oldObject", req.Operation)
+	}
+	return ""
 }
 
 func (v *Validator) admitWrite(ctx context.Context, req cradmission.Request, twor, old *v1alpha1.TemporalWorkerOwnedResource, userVerb string) cradmission.Response {

@@ -78,6 +78,8 @@ func request(t *testing.T, op admissionv1.Operation, obj, old *v1alpha1.Temporal
 	}
 	return cradmission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 		Operation: op, Name: "r", Namespace: "ns", Object: raw(obj), OldObject: raw(old),
+		Kind:     metav1.GroupVersionKind{Group: "temporal.io", Version: "v1alpha1", Kind: "TemporalWorkerOwnedResource"},
+		Resource: metav1.GroupVersionResource{Group: "temporal.io", Version: "v1alpha1", Resource: "temporalworkerownedresources"},
 		UserInfo: authenticationv1.UserInfo{Username: "alice", Groups: []string{"devs"}, Extra: map[string]authenticationv1.ExtraValue{"k": {"v"}}},
 	}}
 }
@@ -187,5 +189,73 @@ func TestInvalidCarriesCauses(t *testing.T) {
 	}
 	if f := resp.Result.Details.Causes[0].Field; f != "spec.object.kind" {
 		t.Errorf("first cause on %q", f)
+	}
+}
+
+// TestHandleRefusesUnexpectedShapes: whatever the webhook configuration
+// does not send is refused without a review, not admitted.
+func TestHandleRefusesUnexpectedShapes(t *testing.T) {
+	good := func() *v1alpha1.TemporalWorkerOwnedResource { return twor("w", goodHPA) }
+	cases := map[string]struct {
+		req     func(t *testing.T) cradmission.Request
+		message string
+	}{
+		"another kind": {func(t *testing.T) cradmission.Request {
+			r := request(t, admissionv1.Create, good(), nil)
+			r.Kind = metav1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+			r.Resource = metav1.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+			return r
+		}, `kind "/v1, Kind=ConfigMap"`},
+		"another version": {func(t *testing.T) cradmission.Request {
+			r := request(t, admissionv1.Create, good(), nil)
+			r.Kind.Version = "v1beta1"
+			return r
+		}, `kind "temporal.io/v1beta1`},
+		"a TemporalWorkerDeployment": {func(t *testing.T) cradmission.Request {
+			r := request(t, admissionv1.Update, good(), good())
+			r.Kind.Kind, r.Resource.Resource = "TemporalWorkerDeployment", "temporalworkerdeployments"
+			return r
+		}, "TemporalWorkerDeployment"},
+		"the status subresource": {func(t *testing.T) cradmission.Request {
+			r := request(t, admissionv1.Update, good(), good())
+			r.SubResource = "status"
+			return r
+		}, `subresource "status"`},
+		"another resource of the kind": {func(t *testing.T) cradmission.Request {
+			r := request(t, admissionv1.Create, good(), nil)
+			r.Resource.Resource = "gadgets"
+			return r
+		}, `resource "gadgets"`},
+		"connect": {func(t *testing.T) cradmission.Request {
+			return request(t, admissionv1.Connect, good(), nil)
+		}, `operation "CONNECT"`},
+		"an empty operation": {func(t *testing.T) cradmission.Request {
+			return request(t, "", good(), nil)
+		}, `operation ""`},
+		"create without object": {func(t *testing.T) cradmission.Request {
+			return request(t, admissionv1.Create, nil, nil)
+		}, "CREATE request without object"},
+		"update without oldObject": {func(t *testing.T) cradmission.Request {
+			return request(t, admissionv1.Update, good(), nil)
+		}, "UPDATE request without oldObject"},
+		"update without object": {func(t *testing.T) cradmission.Request {
+			return request(t, admissionv1.Update, nil, good())
+		}, "UPDATE request without object"},
+		"delete without oldObject": {func(t *testing.T) cradmission.Request {
+			return request(t, admissionv1.Delete, nil, nil)
+		}, "DELETE request without oldObject"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			reviewer := allowAll()
+			resp := newTestValidator(t, reviewer).Handle(context.Background(), c.req(t))
+			if resp.Allowed || resp.Result == nil || resp.Result.Code != http.StatusForbidden ||
+				!strings.Contains(resp.Result.Message, c.message) || !strings.Contains(resp.Result.Message, "route only those requests") {
+				t.Errorf("response %+v, want refused (403) saying %q and what to do", resp.Result, c.message)
+			}
+			if len(reviewer.reviews) > 0 {
+				t.Errorf("%d access review(s) for a request the webhook does not check", len(reviewer.reviews))
+			}
+		})
 	}
 }

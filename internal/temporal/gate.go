@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/internal/planner"
 )
 
@@ -216,9 +217,4 @@ func failureText(st enumspb.WorkflowExecutionStatus, err error) string {
 	return fmt.Sprintf("gate workflow %s: %v", strings.ToLower(st.String()), err)
 }
 
-func truncate(s string) string {
-	if len(s) <= maxGateMessage {
-		return s
-	}
-	return s[:maxGateMessage] + "…"
-}
+func truncate(s string) string { return v1alpha1.BoundMessage(s, maxGateMessage) }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -178,4 +179,47 @@ func retryOnConflict(ctx context.Context, twor *v1alpha1.TemporalWorkerOwnedReso
 			return err
 		}
 	}
+}
+
+// TestAdmissionWebhookRefusesWhatItDoesNotCheck: a webhook configuration
+// that routes more to the webhook than it checks (here the status
+// subresource, for this test's namespace only) gets those requests
+// refused, not admitted unchecked.
+func TestAdmissionWebhookRefusesWhatItDoesNotCheck(t *testing.T) {
+	tt := env.NewTest(t)
+	ctx := context.Background()
+	twor := ownedResource(tt.Namespace, "hpa", admissionHPA)
+	if err := env.Kube.Create(ctx, twor); err != nil {
+		t.Fatal(err)
+	}
+	var shipped admissionregistrationv1.ValidatingWebhookConfiguration
+	if err := env.Kube.Get(ctx, crclient.ObjectKey{Name: webhookName}, &shipped); err != nil {
+		t.Fatal(err)
+	}
+	extra := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "status-" + tt.Namespace}}
+	hook := shipped.Webhooks[0]
+	hook.Name = "status.validate.temporal.io"
+	hook.Rules = []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+		Rule: admissionregistrationv1.Rule{APIGroups: []string{"temporal.io"}, APIVersions: []string{"v1alpha1"},
+			Resources: []string{"temporalworkerownedresources/status"}},
+	}}
+	hook.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": tt.Namespace}}
+	extra.Webhooks = []admissionregistrationv1.ValidatingWebhook{hook}
+	if err := env.Kube.Create(ctx, extra); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Kube.Delete(context.Background(), extra) })
+
+	tt.Eventually(time.Minute, "a status write refused by the webhook", func() (bool, string) {
+		var got v1alpha1.TemporalWorkerOwnedResource
+		if err := env.Kube.Get(ctx, crclient.ObjectKeyFromObject(twor), &got); err != nil {
+			return false, err.Error()
+		}
+		patched := got.DeepCopy()
+		patched.Status.ObservedGeneration++
+		err := env.Kube.Status().Patch(ctx, patched, crclient.MergeFrom(&got))
+		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), `subresource "status"`) &&
+			strings.Contains(err.Error(), "route only those requests"), errString(err)
+	})
 }

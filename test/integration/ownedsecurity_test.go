@@ -19,6 +19,7 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/buildid"
 	"github.com/rainbow-deploy/rainbow/test/harness"
 )
 
@@ -240,4 +241,64 @@ func skipWebhook(t *testing.T, ns string) (restore func()) {
 	}
 	t.Cleanup(restore)
 	return restore
+}
+
+// TestOwnedHugeErrorKeepsStatusWritable: a copy whose apply error quotes a
+// 40000-character label value (the API server echoes it in full) would make
+// the Ready message longer than the schema allows, and the whole status
+// patch, the record of the copies, would be refused. The messages are
+// bounded instead: Ready says what failed, the version's message ends in a
+// note of what was left out, and the other version's copy is on record.
+func TestOwnedHugeErrorKeepsStatusWritable(t *testing.T) {
+	r := newRollout(env.NewTest(t), "ownedhuge")
+	r.create(r.spec("v1"))
+	v1 := r.buildID()
+	r.waitCurrent(2*time.Minute, v1)
+	v2Spec := r.spec("v2").Spec
+	v2 := buildid.Of(&v2Spec)
+	loud := &v1alpha1.TemporalWorkerOwnedResource{
+		ObjectMeta: metav1.ObjectMeta{Name: "loud", Namespace: r.Namespace},
+		Spec: v1alpha1.TemporalWorkerOwnedResourceSpec{
+			WorkerRef: v1alpha1.WorkerReference{Name: r.Name},
+			Object: rawJSON(t, map[string]any{
+				"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+				"metadata": map[string]any{"labels": map[string]any{
+					// Only v2's copy gets the value, too long for a label.
+					"example.com/loud": fmt.Sprintf(`{{ if eq .BuildID %q }}%s{{ else }}ok{{ end }}`, v2, strings.Repeat("x", 40000)),
+				}},
+				"spec": map[string]any{"maxUnavailable": 1, "selector": map[string]any{"matchLabels": map[string]any{}}},
+			}),
+		},
+	}
+	if err := r.Env.Kube.Create(context.Background(), loud); err != nil {
+		t.Fatal(err)
+	}
+	r.waitOwnedReady(loud.Name, metav1.ConditionTrue, v1alpha1.ReasonApplied)
+
+	r.setImage("v2")
+	r.waitCurrent(3*time.Minute, v2)
+	var got *v1alpha1.TemporalWorkerOwnedResource
+	r.Eventually(2*time.Minute, "loud Ready=False (ApplyFailed) naming "+v2, func() (bool, string) {
+		got = r.owned(loud.Name)
+		c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)
+		if c == nil {
+			return false, "no Ready condition"
+		}
+		return c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonApplyFailed && strings.Contains(c.Message, v2),
+			fmt.Sprintf("Ready %s/%s, message of %d bytes starting %.200q", c.Status, c.Reason, len(c.Message), c.Message)
+	})
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady); len(c.Message) > v1alpha1.MaxConditionMessage {
+		t.Errorf("Ready message of %d bytes", len(c.Message))
+	}
+	versions := map[string]v1alpha1.OwnedResourceVersion{}
+	for _, v := range got.Status.Versions {
+		versions[v.BuildID] = v
+	}
+	if v := versions[v1]; !v.Applied || v.ResourceName == "" || r.pdbOf(loud.Name, v1) == nil {
+		t.Errorf("the copy of %s: %+v, want applied, on record and present", v1, v)
+	}
+	if v := versions[v2]; v.Applied || len(v.Message) > v1alpha1.MaxVersionMessage || !strings.Contains(v.Message, "more bytes)") {
+		t.Errorf("the copy of %s: applied %v, message of %d bytes ending %q; want not applied, the message bounded with a note",
+			v2, v.Applied, len(v.Message), v.Message[max(0, len(v.Message)-40):])
+	}
 }

@@ -150,7 +150,7 @@ func (r *Reconciler) setReady(ctx context.Context, conn *v1alpha1.TemporalConnec
 	orig := conn.DeepCopy()
 	ready.ObservedGeneration = conn.Generation
 	ready.LastTransitionTime = metav1.NewTime(r.Clock.Now())
-	meta.SetStatusCondition(&conn.Status.Conditions, ready)
+	v1alpha1.SetCondition(&conn.Status.Conditions, ready)
 	// kstatus' "failed": a connection that cannot be used needs someone to
 	// act, so tools waiting on it stop at once instead of timing out.
 	stalled := ready
@@ -158,7 +158,7 @@ func (r *Reconciler) setReady(ctx context.Context, conn *v1alpha1.TemporalConnec
 	if ready.Status != metav1.ConditionTrue {
 		stalled.Status = metav1.ConditionTrue
 	}
-	meta.SetStatusCondition(&conn.Status.Conditions, stalled)
+	v1alpha1.SetCondition(&conn.Status.Conditions, stalled)
 	conn.Status.ObservedGeneration = conn.Generation
 	if serverVersion != "" {
 		conn.Status.ServerVersion = serverVersion

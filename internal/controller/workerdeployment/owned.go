@@ -326,9 +326,9 @@ func ownedStatus(old v1alpha1.TemporalWorkerOwnedResourceStatus, st planner.Owne
 		if err := out.deleteErr[b]; err != nil {
 			// The earlier copy is still there: keep it on record.
 			p := prev[b]
-			p.Applied, p.Message = false, err.Error()
+			p.Applied, p.Message = false, v1alpha1.BoundMessage(err.Error(), v1alpha1.MaxVersionMessage)
 			status.Versions = append(status.Versions, p)
-			problems = append(problems, b+": "+err.Error())
+			problems = append(problems, b+": "+p.Message)
 			continue
 		}
 		if pv.Deleting {
@@ -344,6 +344,9 @@ func ownedStatus(old v1alpha1.TemporalWorkerOwnedResourceStatus, st planner.Owne
 		if !v.Applied && v.Message == "" && prev[b].Message != "" {
 			v.Message = prev[b].Message
 		}
+		// An error may quote a value of any length: bounded, so that the
+		// status (the record of the copies) can always be written.
+		v.Message = v1alpha1.BoundMessage(v.Message, v1alpha1.MaxVersionMessage)
 		if v.Message != "" {
 			problems = append(problems, b+": "+v.Message)
 		}
@@ -363,7 +366,7 @@ func ownedStatus(old v1alpha1.TemporalWorkerOwnedResourceStatus, st planner.Owne
 	default:
 		cond.Message = fmt.Sprintf("applied to %d version(s): %s", len(running), strings.Join(running, ", "))
 	}
-	meta.SetStatusCondition(&status.Conditions, cond)
+	v1alpha1.SetCondition(&status.Conditions, cond)
 	return status
 }
 
@@ -389,7 +392,7 @@ func (r *Reconciler) orphanedOwned(ctx context.Context, key client.ObjectKey) er
 		}
 		patched := or.DeepCopy()
 		patched.Status.ObservedGeneration = or.Generation
-		meta.SetStatusCondition(&patched.Status.Conditions, metav1.Condition{
+		v1alpha1.SetCondition(&patched.Status.Conditions, metav1.Condition{
 			Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonWorkerDeploymentNotFound,
 			ObservedGeneration: or.Generation,
 			Message: fmt.Sprintf("TemporalWorkerDeployment %s does not exist in namespace %s; create it, or fix spec.workerRef.name by recreating this object",

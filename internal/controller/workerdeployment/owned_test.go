@@ -2,9 +2,12 @@ package workerdeployment
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -81,6 +84,29 @@ func TestOwnedStatus(t *testing.T) {
 			if !strings.Contains(c.Message, want) {
 				t.Errorf("Ready message %q lacks %q", c.Message, want)
 			}
+		}
+	})
+	t.Run("huge errors are bounded", func(t *testing.T) {
+		huge := strings.Repeat("é", 30000)
+		out := &ownedOutcome{applied: map[string]bool{"v2": true}, applyErr: map[string]error{"v3": errors.New(huge)},
+			deleteErr: map[string]error{"v0": errors.New(huge)}}
+		plan := plan
+		plan.Versions = append(slices.Clone(plan.Versions[:4]), planner.OwnedVersion{Copy: planner.OwnedCopy{BuildID: "v4"}, Error: huge})
+		for i := 5; i < 20; i++ {
+			plan.Versions = append(plan.Versions, planner.OwnedVersion{Copy: planner.OwnedCopy{BuildID: fmt.Sprint("v", i)}, Error: huge})
+		}
+		st := ownedStatus(old, plan, out, now)
+		for _, v := range st.Versions {
+			if len(v.Message) > v1alpha1.MaxVersionMessage || !utf8.ValidString(v.Message) {
+				t.Errorf("%s: message of %d bytes (valid UTF-8: %v)", v.BuildID, len(v.Message), utf8.ValidString(v.Message))
+			}
+		}
+		c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady)
+		if len(c.Message) > v1alpha1.MaxConditionMessage || !strings.HasPrefix(c.Message, "18 problem(s): v0: éé") || !strings.Contains(c.Message, "more bytes)") {
+			t.Errorf("Ready message of %d bytes: %.60q ... %q", len(c.Message), c.Message, c.Message[len(c.Message)-40:])
+		}
+		if got := buildsOf(st); !strings.HasPrefix(got, "v0 v1 v2 v3 v4 v5") {
+			t.Errorf("versions %s: every copy stays on record", got)
 		}
 	})
 	t.Run("no version yet", func(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
@@ -165,7 +164,7 @@ func workerVersion(pv planner.Version, prev v1alpha1.WorkerVersion, now time.Tim
 }
 
 func setCondition(conds *[]metav1.Condition, typ string, c planner.Condition, generation int64) {
-	meta.SetStatusCondition(conds, metav1.Condition{
+	v1alpha1.SetCondition(conds, metav1.Condition{
 		Type:               typ,
 		Status:             c.Status,
 		Reason:             c.Reason,

@@ -104,7 +104,7 @@ func throttledStatus(old v1alpha1.TemporalWorkerDeploymentStatus, th throttle, n
 	}
 	updated := *c
 	updated.Message = note
-	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: updated.Type, Status: updated.Status, Reason: updated.Reason,
+	v1alpha1.SetCondition(&st.Conditions, metav1.Condition{Type: updated.Type, Status: updated.Status, Reason: updated.Reason,
 		Message: updated.Message, ObservedGeneration: updated.ObservedGeneration})
 	return st
 }
