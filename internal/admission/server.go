@@ -20,6 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	cradmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/rainbow-deploy/rainbow/internal/temporal"
 )
 
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
@@ -50,6 +52,9 @@ type Options struct {
 	// one, for an aggregated API served next to the webhook that
 	// authenticates the API server's front proxy by it.
 	AskClientCerts bool
+	// AllowedTemporalHosts are the only addresses a TemporalConnection may
+	// name; the zero value allows any.
+	AllowedTemporalHosts temporal.AllowedHosts
 }
 
 // Rotation configures the built-in certificate rotation: a self-signed CA
@@ -152,6 +157,7 @@ func Setup(mgr manager.Manager) error {
 	}
 	v := NewValidator(mgr.GetScheme(), mgr.GetRESTMapper(), ClientReviewer{Client: mgr.GetClient()}, controller, banned)
 	s.Register(Path, &cradmission.Webhook{Handler: v})
+	s.Register(ConnectionPath, &cradmission.Webhook{Handler: NewConnectionValidator(mgr.GetScheme(), ClientReviewer{Client: mgr.GetClient()}, o.AllowedTemporalHosts)})
 	if err := mgr.AddReadyzCheck("webhook", s.ReadyChecker()); err != nil {
 		return err
 	}
