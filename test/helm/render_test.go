@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
+
+	"github.com/rainbow-deploy/rainbow/internal/admission"
 )
 
 // rendering is what `helm template` made of the rainbow chart.
@@ -278,8 +280,14 @@ func (r *rendering) checkCommon(t *testing.T) {
 	}
 	whc := into[admissionregistrationv1.ValidatingWebhookConfiguration](t, &vwc[0])
 	svc := into[corev1.Service](t, r.get("Service", r.namespace, r.fullname+"-webhook"))
-	if len(whc.Webhooks) != 1 || whc.Webhooks[0].ClientConfig.Service == nil || whc.Webhooks[0].ClientConfig.Service.Name != svc.Name || whc.Webhooks[0].ClientConfig.Service.Namespace != r.namespace {
-		t.Errorf("the webhook does not call Service %s/%s: %+v", r.namespace, svc.Name, whc.Webhooks)
+	// TemporalWorkerOwnedResources, then TemporalConnections.
+	if len(whc.Webhooks) != 2 {
+		t.Fatalf("%d webhooks, want 2: %+v", len(whc.Webhooks), whc.Webhooks)
+	}
+	for i, path := range []string{admission.Path, admission.ConnectionPath} {
+		if s := whc.Webhooks[i].ClientConfig.Service; s == nil || s.Name != svc.Name || s.Namespace != r.namespace || s.Path == nil || *s.Path != path {
+			t.Errorf("webhook %d does not call Service %s/%s at %s: %+v", i, r.namespace, svc.Name, path, whc.Webhooks[i].ClientConfig)
+		}
 	}
 	if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool {
 		return p.Name == svc.Spec.Ports[0].TargetPort.String() && args["--webhook-port"] == fmt.Sprint(p.ContainerPort)
@@ -310,13 +318,15 @@ func (r *rendering) checkCommon(t *testing.T) {
 			t.Errorf("no Secret %s for the rotation to fill in", certSecret)
 		}
 	}
-	if sel := whc.Webhooks[0].NamespaceSelector; len(watch) > 0 {
-		want := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: watch}}}
-		if !equalJSON(sel, want) {
-			t.Errorf("webhook namespaceSelector %+v, want the watched namespaces %v", sel, watch)
+	for _, wh := range whc.Webhooks {
+		if sel := wh.NamespaceSelector; len(watch) > 0 {
+			want := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: watch}}}
+			if !equalJSON(sel, want) {
+				t.Errorf("webhook %s namespaceSelector %+v, want the watched namespaces %v", wh.Name, sel, watch)
+			}
+		} else if sel != nil {
+			t.Errorf("webhook %s namespaceSelector %+v, want none (every namespace)", wh.Name, sel)
 		}
-	} else if sel != nil {
-		t.Errorf("webhook namespaceSelector %+v, want none (every namespace)", sel)
 	}
 	if got := args["--watch-namespaces"]; got != strings.Join(watch, ",") {
 		t.Errorf("--watch-namespaces=%q, want %q", got, strings.Join(watch, ","))

@@ -156,18 +156,25 @@ func buildKustomization(t *testing.T, dir string) ([]byte, *manifests) {
 // rotationArg is the manager's last --webhook-cert-rotation argument.
 func (m *manifests) checkWebhook(t *testing.T, rotationArg string) {
 	t.Helper()
-	if len(m.webhook.Webhooks) != 1 {
-		t.Fatalf("%d webhooks, want 1", len(m.webhook.Webhooks))
+	// TemporalWorkerOwnedResources (CREATE, UPDATE, DELETE), then
+	// TemporalConnections (CREATE, UPDATE).
+	if len(m.webhook.Webhooks) != 2 {
+		t.Fatalf("%d webhooks, want 2", len(m.webhook.Webhooks))
 	}
-	wh := m.webhook.Webhooks[0]
-	svc := wh.ClientConfig.Service
-	if svc == nil || svc.Name != m.service.Name || svc.Namespace != "rainbow-system" || svc.Path == nil || *svc.Path != admission.Path ||
-		svc.Port == nil || len(m.service.Spec.Ports) != 1 || m.service.Spec.Ports[0].Port != *svc.Port {
-		t.Errorf("webhook clientConfig %+v does not call Service %s (ports %+v) at %s", wh.ClientConfig, m.service.Name, m.service.Spec.Ports, admission.Path)
-	}
-	if wh.FailurePolicy == nil || *wh.FailurePolicy != admissionregistrationv1.Fail || wh.SideEffects == nil ||
-		*wh.SideEffects != admissionregistrationv1.SideEffectClassNone || len(wh.Rules) != 1 || len(wh.Rules[0].Operations) != 3 {
-		t.Errorf("webhook %+v: want failurePolicy Fail, sideEffects None, CREATE, UPDATE and DELETE", wh)
+	for i, want := range []struct {
+		path string
+		ops  int
+	}{{admission.Path, 3}, {admission.ConnectionPath, 2}} {
+		wh := m.webhook.Webhooks[i]
+		svc := wh.ClientConfig.Service
+		if svc == nil || svc.Name != m.service.Name || svc.Namespace != "rainbow-system" || svc.Path == nil || *svc.Path != want.path ||
+			svc.Port == nil || len(m.service.Spec.Ports) != 1 || m.service.Spec.Ports[0].Port != *svc.Port {
+			t.Errorf("webhook clientConfig %+v does not call Service %s (ports %+v) at %s", wh.ClientConfig, m.service.Name, m.service.Spec.Ports, want.path)
+		}
+		if wh.FailurePolicy == nil || *wh.FailurePolicy != admissionregistrationv1.Fail || wh.SideEffects == nil ||
+			*wh.SideEffects != admissionregistrationv1.SideEffectClassNone || len(wh.Rules) != 1 || len(wh.Rules[0].Operations) != want.ops {
+			t.Errorf("webhook %+v: want failurePolicy Fail, sideEffects None and %d operations", wh, want.ops)
+		}
 	}
 	pod := m.deployment.Spec.Template.Spec
 	if len(pod.Containers) != 1 {
