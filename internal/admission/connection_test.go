@@ -138,7 +138,7 @@ func TestConnectionHandle(t *testing.T) {
 		for _, m := range tc.may {
 			r.may[m] = true
 		}
-		resp := NewConnectionValidator(scheme, r, allowed).Handle(context.Background(), connRequest(t, tc.op, tc.obj, tc.old))
+		resp := NewConnectionValidator(scheme, r, allowed.Check).Handle(context.Background(), connRequest(t, tc.op, tc.obj, tc.old))
 		if tc.code == 0 {
 			if !resp.Allowed {
 				t.Errorf("%s: refused: %+v", name, resp.Result)
@@ -177,7 +177,7 @@ func TestConnectionHandleReviewFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &secretReader{err: errors.New("API server away")}
-	resp := NewConnectionValidator(scheme, r, temporal.AllowedHosts{}).Handle(context.Background(),
+	resp := NewConnectionValidator(scheme, r, nil).Handle(context.Background(),
 		connRequest(t, admissionv1.Create, tconn("t:7233", "tls", ""), nil))
 	if resp.Allowed || resp.Result.Code != http.StatusInternalServerError {
 		t.Errorf("got %+v, want a 500 refusal", resp.Result)

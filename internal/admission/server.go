@@ -20,8 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	cradmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
-
-	"github.com/rainbow-deploy/rainbow/internal/temporal"
 )
 
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
@@ -52,9 +50,9 @@ type Options struct {
 	// one, for an aggregated API served next to the webhook that
 	// authenticates the API server's front proxy by it.
 	AskClientCerts bool
-	// AllowedTemporalHosts are the only addresses a TemporalConnection may
-	// name; the zero value allows any.
-	AllowedTemporalHosts temporal.AllowedHosts
+	// CheckTemporalAddress refuses the addresses a TemporalConnection may
+	// not name (--allowed-temporal-hosts); nil allows any.
+	CheckTemporalAddress AddressCheck
 }
 
 // Rotation configures the built-in certificate rotation: a self-signed CA
@@ -157,7 +155,7 @@ func Setup(mgr manager.Manager) error {
 	}
 	v := NewValidator(mgr.GetScheme(), mgr.GetRESTMapper(), ClientReviewer{Client: mgr.GetClient()}, controller, banned)
 	s.Register(Path, &cradmission.Webhook{Handler: v})
-	s.Register(ConnectionPath, &cradmission.Webhook{Handler: NewConnectionValidator(mgr.GetScheme(), ClientReviewer{Client: mgr.GetClient()}, o.AllowedTemporalHosts)})
+	s.Register(ConnectionPath, &cradmission.Webhook{Handler: NewConnectionValidator(mgr.GetScheme(), ClientReviewer{Client: mgr.GetClient()}, o.CheckTemporalAddress)})
 	if err := mgr.AddReadyzCheck("webhook", s.ReadyChecker()); err != nil {
 		return err
 	}

@@ -148,7 +148,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	if opts.Webhook != nil {
 		w := *opts.Webhook
-		w.AllowedTemporalHosts = opts.AllowedTemporalHosts
+		w.CheckTemporalAddress = opts.AllowedTemporalHosts.Check
 		opts.Webhook = &w
 	}
 	// With leader election, the controllers' writes pass a fence that
