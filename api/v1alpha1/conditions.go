@@ -74,7 +74,8 @@ const (
 
 // Reasons of a TemporalConnection's Ready condition. A connection that
 // cannot be used reports ReasonAuthSecretInvalid,
-// ReasonTemporalClientCreationFailed or ReasonUnsupportedServerVersion.
+// ReasonTemporalClientCreationFailed, ReasonUnsupportedServerVersion or
+// ReasonAddressNotAllowed.
 const (
 	// ReasonReachable: the server answered a health check with the
 	// configured credentials.
@@ -86,4 +87,8 @@ const (
 	// controller supports. TemporalWorkerDeployments using the connection
 	// report it too, and change nothing in Temporal or in their workers.
 	ReasonUnsupportedServerVersion = "UnsupportedServerVersion"
+	// ReasonAddressNotAllowed: spec.hostPort is outside the controller's
+	// --allowed-temporal-hosts, so it does not connect there (nor do its
+	// workers). TemporalWorkerDeployments using the connection report it too.
+	ReasonAddressNotAllowed = "AddressNotAllowed"
 )

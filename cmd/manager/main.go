@@ -15,6 +15,7 @@ import (
 	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
 	"github.com/rainbow-deploy/rainbow/internal/externalmetrics"
 	"github.com/rainbow-deploy/rainbow/internal/manager"
+	"github.com/rainbow-deploy/rainbow/internal/temporal"
 )
 
 func main() {
@@ -44,6 +45,12 @@ func main() {
 		"how many TemporalWorkerDeployments are reconciled at once; 0 means the default (8)")
 	flag.BoolVar(&opts.ExternalMetrics, "external-metrics", false,
 		"serve the versions' backlogs through the external metrics API (APIService "+externalmetrics.APIServiceName+") on the webhook server")
+	flag.Func("allowed-temporal-hosts", "comma-separated Temporal addresses the controller may connect to and TemporalConnections may name: "+
+		"host or host:port, a leading \"*.\" matches any subdomain (e.g. temporal.example.com:7233,*.tmprl.cloud:7233); empty (the default) allows any",
+		func(v string) (err error) {
+			opts.AllowedTemporalHosts, err = temporal.ParseAllowedHosts(v)
+			return err
+		})
 	webhook := bindWebhookFlags(flag.CommandLine)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)

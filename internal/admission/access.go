@@ -89,12 +89,18 @@ func (r ClientReviewer) Review(ctx context.Context, spec authorizationv1.Subject
 type denial struct {
 	who, verb string
 	resource  schema.GroupVersionResource
+	// name is the object's, empty for any of the resource.
+	name      string
 	namespace string
 	reason    string
 }
 
 func (d *denial) Error() string {
-	msg := fmt.Sprintf("%s may not %s %s in namespace %q", d.who, d.verb, d.resource.GroupResource(), d.namespace)
+	what := d.resource.GroupResource().String()
+	if d.name != "" {
+		what += fmt.Sprintf(" %q", d.name)
+	}
+	msg := fmt.Sprintf("%s may not %s %s in namespace %q", d.who, d.verb, what, d.namespace)
 	if d.reason != "" {
 		msg += " (" + d.reason + ")"
 	}
@@ -105,20 +111,29 @@ func (d *denial) Error() string {
 // the first denial. who names id in the denial.
 func allowed(ctx context.Context, r AccessReviewer, id Identity, who string, resource schema.GroupVersionResource, namespace string, verbs ...string) (*denial, error) {
 	for _, verb := range verbs {
-		status, err := r.Review(ctx, authorizationv1.SubjectAccessReviewSpec{
-			User: id.Username, Groups: id.Groups, UID: id.UID, Extra: id.Extra,
-			ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: namespace, Verb: verb,
-				Group: resource.Group, Version: resource.Version, Resource: resource.Resource,
-			},
-		})
-		if err != nil {
-			return nil, err
+		if d, err := allowedOn(ctx, r, id, who, resource, namespace, "", verb); d != nil || err != nil {
+			return d, err
 		}
-		if !status.Allowed || status.Denied {
-			return &denial{who: who, verb: verb, resource: resource, namespace: namespace,
-				reason: strings.TrimSpace(status.Reason + " " + status.EvaluationError)}, nil
-		}
+	}
+	return nil, nil
+}
+
+// allowedOn reviews verb on the object name of resource in namespace (any
+// object of it when name is empty) for id.
+func allowedOn(ctx context.Context, r AccessReviewer, id Identity, who string, resource schema.GroupVersionResource, namespace, name, verb string) (*denial, error) {
+	status, err := r.Review(ctx, authorizationv1.SubjectAccessReviewSpec{
+		User: id.Username, Groups: id.Groups, UID: id.UID, Extra: id.Extra,
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: namespace, Verb: verb, Name: name,
+			Group: resource.Group, Version: resource.Version, Resource: resource.Resource,
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !status.Allowed || status.Denied {
+		return &denial{who: who, verb: verb, resource: resource, name: name, namespace: namespace,
+			reason: strings.TrimSpace(status.Reason + " " + status.EvaluationError)}, nil
 	}
 	return nil, nil
 }

@@ -50,6 +50,9 @@ type Options struct {
 	// one, for an aggregated API served next to the webhook that
 	// authenticates the API server's front proxy by it.
 	AskClientCerts bool
+	// CheckTemporalAddress refuses the addresses a TemporalConnection may
+	// not name (--allowed-temporal-hosts); nil allows any.
+	CheckTemporalAddress AddressCheck
 }
 
 // Rotation configures the built-in certificate rotation: a self-signed CA
@@ -154,6 +157,7 @@ func Setup(mgr manager.Manager) error {
 	s.Register(Path, &cradmission.Webhook{Handler: v})
 	// Its reader is the manager's cache, with claim.Index registered.
 	s.Register(WorkerDeploymentPath, &cradmission.Webhook{Handler: NewClaimValidator(mgr.GetScheme(), mgr.GetClient())})
+	s.Register(ConnectionPath, &cradmission.Webhook{Handler: NewConnectionValidator(mgr.GetScheme(), ClientReviewer{Client: mgr.GetClient()}, o.CheckTemporalAddress)})
 	if err := mgr.AddReadyzCheck("webhook", s.ReadyChecker()); err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/temporal"
 )
 
 // TestResolveAsksTheAPIServerBeforeReportingAConnectionMissing: a
@@ -27,11 +28,11 @@ func TestResolveAsksTheAPIServerBeforeReportingAConnectionMissing(t *testing.T) 
 	lagging := fake.NewClientBuilder().WithScheme(scheme).Build()
 	live := fake.NewClientBuilder().WithScheme(scheme).WithObjects(conn).Build()
 
-	resolved, prob, err := Resolve(context.Background(), ConfirmMissing{Cached: lagging, Live: live}, "ns", "prod", "default", time.Now())
+	resolved, prob, err := Resolve(context.Background(), ConfirmMissing{Cached: lagging, Live: live}, "ns", "prod", "default", temporal.AllowedHosts{}, time.Now())
 	if err != nil || prob != nil || resolved == nil {
 		t.Fatalf("connection only the API server has: resolved %v, problem %+v, err %v; want it resolved", resolved, prob, err)
 	}
-	_, prob, err = Resolve(context.Background(), ConfirmMissing{Cached: lagging, Live: lagging}, "ns", "prod", "default", time.Now())
+	_, prob, err = Resolve(context.Background(), ConfirmMissing{Cached: lagging, Live: lagging}, "ns", "prod", "default", temporal.AllowedHosts{}, time.Now())
 	if err != nil || prob == nil || prob.Reason != v1alpha1.ReasonTemporalConnectionNotFound {
 		t.Fatalf("connection missing everywhere: problem %+v, err %v; want %s", prob, err, v1alpha1.ReasonTemporalConnectionNotFound)
 	}

@@ -29,13 +29,14 @@ type Resolved struct {
 
 // Resolve reads the TemporalConnection name in namespace and its Secrets,
 // for a TemporalWorkerDeployment that uses it. A problem that the user must
-// fix (missing object or Secret, bad credentials, a server older than the
-// controller supports) is returned as a Problem with a condition reason;
-// err is only for failures to read from the API server.
+// fix (missing object or Secret, bad credentials, an address outside
+// allowed, a server older than the controller supports) is returned as a
+// Problem with a condition reason; err is only for failures to read from
+// the API server.
 //
 // The server's version is the one the connection controller recorded; an
 // unknown version (not checked yet) is no problem.
-func Resolve(ctx context.Context, c client.Reader, namespace, name, temporalNamespace string, now time.Time) (*Resolved, *planner.Problem, error) {
+func Resolve(ctx context.Context, c client.Reader, namespace, name, temporalNamespace string, allowed temporal.AllowedHosts, now time.Time) (*Resolved, *planner.Problem, error) {
 	var conn v1alpha1.TemporalConnection
 	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &conn); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -47,7 +48,7 @@ func Resolve(ctx context.Context, c client.Reader, namespace, name, temporalName
 		}
 		return nil, nil, fmt.Errorf("get TemporalConnection %s: %w", name, err)
 	}
-	resolved, prob, err := ResolveObject(ctx, c, &conn, temporalNamespace, now)
+	resolved, prob, err := ResolveObject(ctx, c, &conn, temporalNamespace, allowed, now)
 	if resolved == nil {
 		return nil, prob, err
 	}
@@ -70,10 +71,30 @@ func UnsupportedServer(hostPort, version string) *planner.Problem {
 	}
 }
 
+// AddressNotAllowed is the problem of a connection whose address is outside
+// allowed, and what to do about it; nil if it is allowed.
+func AddressNotAllowed(conn *v1alpha1.TemporalConnection, allowed temporal.AllowedHosts) *planner.Problem {
+	err := allowed.Check(conn.Spec.HostPort)
+	if err == nil {
+		return nil
+	}
+	return &planner.Problem{
+		Reason: v1alpha1.ReasonAddressNotAllowed,
+		Message: fmt.Sprintf("TemporalConnection %s: spec.hostPort: %v; the controller does not connect to it, and workers are not given it: "+
+			"change spec.hostPort to an allowed address, or ask the controller's administrator to allow this one", conn.Name, err),
+	}
+}
+
 // ResolveObject is Resolve for a connection already read, without the
 // server version check: the connection controller, which makes that check,
 // uses it to probe the server.
-func ResolveObject(ctx context.Context, c client.Reader, conn *v1alpha1.TemporalConnection, temporalNamespace string, now time.Time) (*Resolved, *planner.Problem, error) {
+func ResolveObject(ctx context.Context, c client.Reader, conn *v1alpha1.TemporalConnection, temporalNamespace string, allowed temporal.AllowedHosts, now time.Time) (*Resolved, *planner.Problem, error) {
+	// Checked before anything else: a connection stored while the webhook
+	// was absent must not get its Secrets read, dialled with or handed to
+	// workers.
+	if prob := AddressNotAllowed(conn, allowed); prob != nil {
+		return nil, prob, nil
+	}
 	// A connection being deleted stays usable: its finalizer holds it
 	// until no TemporalWorkerDeployment names it, and their own cleanup
 	// needs it.

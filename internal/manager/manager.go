@@ -86,6 +86,10 @@ type Options struct {
 	// Webhook serves the TemporalWorkerOwnedResource validating webhook;
 	// nil means no webhook server.
 	Webhook *WebhookOptions
+	// AllowedTemporalHosts are the only addresses the controller connects
+	// to, and that the webhook admits in a TemporalConnection; the zero
+	// value allows any.
+	AllowedTemporalHosts temporal.AllowedHosts
 	// BacklogInterval is how often the leader reads the backlog of every
 	// running version from Temporal (for the Prometheus gauges), and how
 	// long a read is reused; 0 means no reads in the background, and
@@ -141,6 +145,11 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 			rc.APIServices = append(slices.Clone(rc.APIServices), externalmetrics.APIServiceName)
 			w.Rotation = &rc
 		}
+		opts.Webhook = &w
+	}
+	if opts.Webhook != nil {
+		w := *opts.Webhook
+		w.CheckTemporalAddress = opts.AllowedTemporalHosts.Check
 		opts.Webhook = &w
 	}
 	// With leader election, the controllers' writes pass a fence that
@@ -203,7 +212,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, fmt.Errorf("register cache indexes: %w", err)
 	}
 	sdkLog := temporallog.NewStructuredLogger(slog.New(logr.ToSlogHandler(opts.Logger.WithName("temporal-sdk"))))
-	pool := temporal.NewPool(opts.Identity, sdkLog)
+	pool := temporal.NewPool(opts.Identity, sdkLog).WithAllowedHosts(opts.AllowedTemporalHosts)
 	if fence != nil {
 		pool.WithInterceptor(fence.temporalWrites)
 	}
@@ -225,7 +234,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, fmt.Errorf("set up the TemporalWorkerDeployment controller: %w", err)
 	}
 	if err := (&temporalconnection.Reconciler{
-		Client: leaderClient, Pool: pool, Recorder: recorder, Clock: clock.RealClock{},
+		Client: leaderClient, Pool: pool, Recorder: recorder, Clock: clock.RealClock{}, AllowedHosts: opts.AllowedTemporalHosts,
 	}).SetupWithManager(mgr); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("set up the TemporalConnection controller: %w", err)

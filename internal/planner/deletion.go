@@ -31,8 +31,7 @@ func planDeletion(v *view, p *plan) progress {
 	del := v.in.Deletion
 	name := v.deploymentName()
 	if !v.known() {
-		if e := v.in.TemporalError; e != nil && e.Reason == v1alpha1.ReasonTemporalConnectionNotFound &&
-			!del.StatusShowedVersions && len(v.deps) == 0 {
+		if e := v.in.TemporalError; e != nil && neverReachable(e.Reason) && !del.StatusShowedVersions && len(v.deps) == 0 {
 			p.res.RemoveFinalizer = true
 			p.event(EventWarning, e.Reason, fmt.Sprintf("not cleaning up worker deployment %s in Temporal: %s; it never ran a worker", name, e.Message))
 			return movingBecause(v1alpha1.ReasonDeleting, "removing the finalizer: this TemporalWorkerDeployment never ran a worker")
@@ -195,4 +194,11 @@ func routedBuilds(t TemporalState) []string {
 		}
 	}
 	return out
+}
+
+// neverReachable: with this problem the controller cannot reach Temporal
+// until someone changes the connection, so a TWD that never ran a worker
+// is let go rather than held for a cleanup with nothing to clean.
+func neverReachable(reason string) bool {
+	return reason == v1alpha1.ReasonTemporalConnectionNotFound || reason == v1alpha1.ReasonAddressNotAllowed
 }

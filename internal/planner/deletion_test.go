@@ -142,6 +142,25 @@ func TestDeletion(t *testing.T) {
 			want: expect{RemoveFinalizer: true, Ready: condFalse, Reason: deletingReason, Progressing: condTrue,
 				Requeue: time.Minute, Events: []string{v1alpha1.ReasonTemporalConnectionNotFound}},
 		},
+		"connection not allowed and no worker ever ran: the finalizer goes": {
+			in: with(deleting(), func(in *Input) {
+				in.Temporal = nil
+				in.Deployments = nil
+				in.Deletion.StatusShowedVersions = false
+				in.TemporalError = &Problem{Reason: v1alpha1.ReasonAddressNotAllowed, Message: "not allowed"}
+			}),
+			want: expect{RemoveFinalizer: true, Ready: condFalse, Reason: deletingReason, Progressing: condTrue,
+				Requeue: time.Minute, Events: []string{v1alpha1.ReasonAddressNotAllowed}},
+		},
+		"connection not allowed and a version was reported: nothing is deleted": {
+			in: with(deleting(), func(in *Input) {
+				in.Temporal = nil
+				in.Deployments = nil
+				in.TemporalError = &Problem{Reason: v1alpha1.ReasonAddressNotAllowed, Message: "not allowed"}
+			}),
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonAddressNotAllowed, Progressing: condFalse,
+				Requeue: 10 * time.Second, Message: v1alpha1.FinalizerCleanup},
+		},
 		"another manager routes to a version: nothing is deleted": {
 			in: with(base(), func(in *Input) {
 				in.Deletion = &Deletion{RequestedAt: t0, Policy: v1alpha1.DeletionImmediate}

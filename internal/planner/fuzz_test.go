@@ -209,7 +209,7 @@ func fuzzInput(data []byte) Input {
 			StatusShowedVersions: s.bool(),
 		}
 		if s.intn(4) == 0 && in.Temporal == nil {
-			in.TemporalError = &Problem{Reason: v1alpha1.ReasonTemporalConnectionNotFound, Message: "no connection"}
+			in.TemporalError = &Problem{Reason: pick(s, v1alpha1.ReasonTemporalConnectionNotFound, v1alpha1.ReasonAddressNotAllowed), Message: "no connection"}
 		}
 	}
 	if s.bool() {
@@ -606,7 +606,8 @@ func deletionViolations(in Input, r Result) []error {
 		switch {
 		case len(deps) > 0:
 			bad("finalizer removed while Deployments remain")
-		case ts == nil && (del.StatusShowedVersions || in.TemporalError == nil || in.TemporalError.Reason != v1alpha1.ReasonTemporalConnectionNotFound):
+		case ts == nil && (del.StatusShowedVersions || in.TemporalError == nil ||
+			in.TemporalError.Reason != v1alpha1.ReasonTemporalConnectionNotFound && in.TemporalError.Reason != v1alpha1.ReasonAddressNotAllowed):
 			bad("finalizer removed without Temporal's state: %+v", in.TemporalError)
 		case ts != nil && !otherManager && len(ts.Versions) > 0:
 			bad("finalizer removed while Temporal holds versions")

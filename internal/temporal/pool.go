@@ -33,6 +33,8 @@ type Pool struct {
 	dial func(context.Context, client.Options) (client.Client, error)
 	// interceptors run before the pool's own on every call.
 	interceptors []grpc.UnaryClientInterceptor
+	// allowed are the addresses the pool dials at all.
+	allowed AllowedHosts
 
 	mu      sync.Mutex
 	closed  bool
@@ -81,6 +83,17 @@ func (p *Pool) WithInterceptor(i grpc.UnaryClientInterceptor) *Pool {
 	p.interceptors = append(p.interceptors, i)
 	return p
 }
+
+// WithAllowedHosts makes the pool refuse to dial any other address, with
+// ErrAddressNotAllowed: the last line of defence, whatever its callers
+// checked before.
+func (p *Pool) WithAllowedHosts(a AllowedHosts) *Pool {
+	p.allowed = a
+	return p
+}
+
+// AllowedHosts are the addresses the pool dials.
+func (p *Pool) AllowedHosts() AllowedHosts { return p.allowed }
 
 // Identity is the identity the pool's clients use.
 func (p *Pool) Identity() string { return p.identity }
@@ -245,6 +258,9 @@ func (p *Pool) Len() int {
 }
 
 func (p *Pool) options(params ConnectionParams) (client.Options, error) {
+	if err := p.allowed.Check(params.HostPort); err != nil {
+		return client.Options{}, err
+	}
 	tlsCfg, err := params.tlsConfig()
 	if err != nil {
 		return client.Options{}, err

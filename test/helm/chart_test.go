@@ -17,6 +17,7 @@ import (
 	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
 	"github.com/rainbow-deploy/rainbow/internal/externalmetrics"
 	"github.com/rainbow-deploy/rainbow/internal/manager"
+	"github.com/rainbow-deploy/rainbow/internal/temporal"
 )
 
 // TestLint runs helm lint on both charts, also with --strict (warnings
@@ -62,6 +63,9 @@ func TestTemplate(t *testing.T) {
 			if _, ok := args["--leader-elect"]; !ok {
 				t.Error("no --leader-elect")
 			}
+			if v, ok := args["--allowed-temporal-hosts"]; ok {
+				t.Errorf("--allowed-temporal-hosts=%q by default, want none (any address)", v)
+			}
 			if img := d.Spec.Template.Spec.Containers[0].Image; img != "rainbow.local/manager:"+chartAppVersion(t) {
 				t.Errorf("image %s, want rainbow.local/manager tagged with the appVersion", img)
 			}
@@ -73,6 +77,15 @@ func TestTemplate(t *testing.T) {
 			}
 			r.checkExternalMetrics(t, false)
 			r.checkOwnedResources(t, nil, nil)
+		},
+	}, {
+		name: "allowed Temporal hosts",
+		args: []string{"--set", "temporal.allowedHosts={temporal.example.com:7233,*.tmprl.cloud:7233}"},
+		check: func(t *testing.T, r *rendering) {
+			got := r.args(t)["--allowed-temporal-hosts"]
+			if _, err := temporal.ParseAllowedHosts(got); err != nil || got != "temporal.example.com:7233,*.tmprl.cloud:7233" {
+				t.Errorf("--allowed-temporal-hosts=%q (%v), want the value's list, which the manager parses", got, err)
+			}
 		},
 	}, {
 		name:  "watchNamespaces",
@@ -226,6 +239,7 @@ func TestTemplateRefuses(t *testing.T) {
 		{[]string{"--set", "watchNamespace=team-a"}, "additional properties 'watchNamespace' not allowed"},
 		{[]string{"--set", "watchNamespaces={Team_A}"}, "watchNamespaces/0"},
 		{[]string{"--set", "backlog.interval=15"}, "/backlog/interval"},
+		{[]string{"--set", "temporal.allowedHosts={https://temporal.example.com}"}, "/temporal/allowedHosts/0"},
 	} {
 		_, err := helm(t, append([]string{"template", "rainbow", "charts/rainbow"}, tc.args...)...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
+
+	"github.com/rainbow-deploy/rainbow/internal/admission"
 )
 
 // rendering is what `helm template` made of the rainbow chart.
@@ -278,11 +280,14 @@ func (r *rendering) checkCommon(t *testing.T) {
 	}
 	whc := into[admissionregistrationv1.ValidatingWebhookConfiguration](t, &vwc[0])
 	svc := into[corev1.Service](t, r.get("Service", r.namespace, r.fullname+"-webhook"))
-	// The TemporalWorkerOwnedResource webhook, and the TemporalWorkerDeployment one.
-	if len(whc.Webhooks) != 2 || slices.ContainsFunc(whc.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool {
-		return w.ClientConfig.Service == nil || w.ClientConfig.Service.Name != svc.Name || w.ClientConfig.Service.Namespace != r.namespace
-	}) {
-		t.Errorf("the webhooks do not call Service %s/%s: %+v", r.namespace, svc.Name, whc.Webhooks)
+	// TemporalWorkerOwnedResources, TemporalWorkerDeployments, TemporalConnections.
+	if len(whc.Webhooks) != 3 {
+		t.Fatalf("%d webhooks, want 3: %+v", len(whc.Webhooks), whc.Webhooks)
+	}
+	for i, path := range []string{admission.Path, admission.WorkerDeploymentPath, admission.ConnectionPath} {
+		if s := whc.Webhooks[i].ClientConfig.Service; s == nil || s.Name != svc.Name || s.Namespace != r.namespace || s.Path == nil || *s.Path != path {
+			t.Errorf("webhook %d does not call Service %s/%s at %s: %+v", i, r.namespace, svc.Name, path, whc.Webhooks[i].ClientConfig)
+		}
 	}
 	if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool {
 		return p.Name == svc.Spec.Ports[0].TargetPort.String() && args["--webhook-port"] == fmt.Sprint(p.ContainerPort)

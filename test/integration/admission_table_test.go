@@ -128,6 +128,9 @@ func admissionTable() []admissionRow {
 		conn("a URL", `{"spec":{"hostPort":"https://temporal:7233"}}`, "spec.hostPort", "should match"),
 		conn("port above 65535", `{"spec":{"hostPort":"temporal:72330"}}`, "spec.hostPort", "the port must be a number from 1 to 65535"),
 		conn("port 0", `{"spec":{"hostPort":"temporal:0"}}`, "spec.hostPort", "the port must be a number from 1 to 65535"),
+		// The webhook: outside the manager's --allowed-temporal-hosts.
+		conn("address not allowed", `{"spec":{"hostPort":"attacker.test:7233"}}`, "spec.hostPort", "is not one of the addresses this controller may connect to"),
+		update(conn("address not allowed", `{"spec":{"hostPort":"temporal.example.com:7234"}}`, "spec.hostPort", "use an allowed address")),
 		conn("mTLS and API key", `{"spec":{"mutualTLSSecretRef":{"name":"tls"},"apiKeySecretRef":{"name":"key","key":"k"}}}`,
 			"spec.mutualTLSSecretRef", "mutualTLSSecretRef and apiKeySecretRef are mutually exclusive"),
 		conn("API key without a key", `{"spec":{"apiKeySecretRef":{"name":"key"}}}`, "spec.apiKeySecretRef.key", "Required value"),

@@ -156,22 +156,28 @@ func buildKustomization(t *testing.T, dir string) ([]byte, *manifests) {
 // rotationArg is the manager's last --webhook-cert-rotation argument.
 func (m *manifests) checkWebhook(t *testing.T, rotationArg string) {
 	t.Helper()
-	if len(m.webhook.Webhooks) != 2 {
-		t.Fatalf("%d webhooks, want 2 (TemporalWorkerOwnedResources, TemporalWorkerDeployments)", len(m.webhook.Webhooks))
+	// TemporalWorkerOwnedResources (CREATE, UPDATE, DELETE), then
+	// TemporalWorkerDeployments and TemporalConnections (CREATE, UPDATE);
+	// only the TemporalWorkerDeployment one admits while no manager
+	// answers, as the controller checks the same again.
+	if len(m.webhook.Webhooks) != 3 {
+		t.Fatalf("%d webhooks, want 3", len(m.webhook.Webhooks))
 	}
-	if twd := m.webhook.Webhooks[1]; twd.ClientConfig.Service == nil || twd.ClientConfig.Service.Name != m.service.Name || twd.ClientConfig.Service.Path == nil ||
-		*twd.ClientConfig.Service.Path != admission.WorkerDeploymentPath || twd.FailurePolicy == nil || *twd.FailurePolicy != admissionregistrationv1.Ignore {
-		t.Errorf("TemporalWorkerDeployment webhook %+v: want Service %s at %s, failurePolicy Ignore", twd, m.service.Name, admission.WorkerDeploymentPath)
-	}
-	wh := m.webhook.Webhooks[0]
-	svc := wh.ClientConfig.Service
-	if svc == nil || svc.Name != m.service.Name || svc.Namespace != "rainbow-system" || svc.Path == nil || *svc.Path != admission.Path ||
-		svc.Port == nil || len(m.service.Spec.Ports) != 1 || m.service.Spec.Ports[0].Port != *svc.Port {
-		t.Errorf("webhook clientConfig %+v does not call Service %s (ports %+v) at %s", wh.ClientConfig, m.service.Name, m.service.Spec.Ports, admission.Path)
-	}
-	if wh.FailurePolicy == nil || *wh.FailurePolicy != admissionregistrationv1.Fail || wh.SideEffects == nil ||
-		*wh.SideEffects != admissionregistrationv1.SideEffectClassNone || len(wh.Rules) != 1 || len(wh.Rules[0].Operations) != 3 {
-		t.Errorf("webhook %+v: want failurePolicy Fail, sideEffects None, CREATE, UPDATE and DELETE", wh)
+	for i, want := range []struct {
+		path    string
+		ops     int
+		failure admissionregistrationv1.FailurePolicyType
+	}{{admission.Path, 3, admissionregistrationv1.Fail}, {admission.WorkerDeploymentPath, 2, admissionregistrationv1.Ignore}, {admission.ConnectionPath, 2, admissionregistrationv1.Fail}} {
+		wh := m.webhook.Webhooks[i]
+		svc := wh.ClientConfig.Service
+		if svc == nil || svc.Name != m.service.Name || svc.Namespace != "rainbow-system" || svc.Path == nil || *svc.Path != want.path ||
+			svc.Port == nil || len(m.service.Spec.Ports) != 1 || m.service.Spec.Ports[0].Port != *svc.Port {
+			t.Errorf("webhook clientConfig %+v does not call Service %s (ports %+v) at %s", wh.ClientConfig, m.service.Name, m.service.Spec.Ports, want.path)
+		}
+		if wh.FailurePolicy == nil || *wh.FailurePolicy != want.failure || wh.SideEffects == nil ||
+			*wh.SideEffects != admissionregistrationv1.SideEffectClassNone || len(wh.Rules) != 1 || len(wh.Rules[0].Operations) != want.ops {
+			t.Errorf("webhook %+v: want failurePolicy %s, sideEffects None and %d operations", wh, want.failure, want.ops)
+		}
 	}
 	pod := m.deployment.Spec.Template.Spec
 	if len(pod.Containers) != 1 {

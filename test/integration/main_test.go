@@ -21,6 +21,7 @@ import (
 
 	"github.com/rainbow-deploy/rainbow/internal/admission"
 	"github.com/rainbow-deploy/rainbow/internal/manager"
+	"github.com/rainbow-deploy/rainbow/internal/temporal"
 	"github.com/rainbow-deploy/rainbow/test/harness"
 )
 
@@ -36,6 +37,9 @@ func TestMain(m *testing.M) { harness.Main(m, &env, startManager) }
 // +kubebuilder:rbac marker (or a stale config/rbac/role.yaml: run `make
 // generate`) fails the tests with "forbidden" in manager.log.
 const managerUser = "system:serviceaccount:rainbow-system:rainbow-manager"
+
+// testAllowedHosts is the controller's --allowed-temporal-hosts.
+const testAllowedHosts = "127.0.0.1,localhost,[::1],temporal,temporal.example.com:7233"
 
 // webhookName names the test's ValidatingWebhookConfiguration and the
 // Secret of its certificate.
@@ -91,6 +95,15 @@ func startManager(e *harness.Env) (func(), error) {
 		return func() { removeMetricsAPI(); removeHook() }
 	}(removeWebhook)
 
+	// Every address the tests name (their own servers and proxies on this
+	// machine, and the made-up ones of validation tests); the security
+	// tests use others (127.0.0.2, attacker.test).
+	allowedHosts, err := temporal.ParseAllowedHosts(testAllowedHosts)
+	if err != nil {
+		removeWebhook()
+		return nil, err
+	}
+
 	cfg := rest.CopyConfig(e.REST)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: managerUser}
 	probeAddr, metricsAddr = freeAddr(), freeAddr()
@@ -101,6 +114,8 @@ func startManager(e *harness.Env) (func(), error) {
 		MaxVersions: manager.DefaultMaxVersions,
 		Logger:      logger,
 		Webhook:     webhookOpts,
+		// As a cluster administrator would (--allowed-temporal-hosts).
+		AllowedTemporalHosts: allowedHosts,
 		// Backlogs are read every 3s (15s by default), so that HPAs on
 		// them react within seconds.
 		BacklogInterval: 3 * time.Second,

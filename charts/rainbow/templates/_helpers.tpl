@@ -54,6 +54,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "rainbow.args" -}}
 - --identity={{ .Values.identity }}
 - --max-versions={{ int .Values.maxVersions }}
+{{- with .Values.temporal.allowedHosts }}
+- --allowed-temporal-hosts={{ join "," . }}
+{{- end }}
 {{- if .Values.leaderElection.enabled }}
 - --leader-elect
 {{- end }}

@@ -36,6 +36,9 @@ type Reconciler struct {
 	Pool     Prober
 	Recorder events.EventRecorder
 	Clock    clock.PassiveClock
+	// AllowedHosts are the addresses probed at all; another is reported
+	// AddressNotAllowed without a dial (the pool refuses it too).
+	AllowedHosts temporal.AllowedHosts
 }
 
 // Prober checks a server and returns the version it reports;
@@ -80,7 +83,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // is only for failures to read from the API server.
 func (r *Reconciler) check(ctx context.Context, conn *v1alpha1.TemporalConnection) (metav1.Condition, string, error) {
 	// No Temporal namespace: a connection serves any of them.
-	resolved, prob, err := connection.ResolveObject(ctx, r.Client, conn, "", r.Clock.Now())
+	resolved, prob, err := connection.ResolveObject(ctx, r.Client, conn, "", r.AllowedHosts, r.Clock.Now())
 	if err != nil {
 		return metav1.Condition{}, "", err
 	}

@@ -150,10 +150,63 @@ func TestMissingSecret(t *testing.T) {
 type stubProber struct {
 	version string
 	err     error
+	probes  int
+}
+
+// probedFixture has one plaintext connection "prod" at generation 2,
+// probed by a stubProber answering version.
+func probedFixture(t *testing.T, hostPort, version string) (*fixture, *stubProber) {
+	f := newFixture(t, &v1alpha1.TemporalConnection{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "prod", Generation: 2},
+		Spec:       v1alpha1.TemporalConnectionSpec{HostPort: hostPort},
+	})
+	probe := &stubProber{version: version}
+	f.r.Pool = probe
+	return f, probe
 }
 
 func (s *stubProber) Probe(context.Context, temporal.ConnectionParams) (string, error) {
+	s.probes++
 	return s.version, s.err
+}
+
+// TestAddressNotAllowed: a connection outside the allowed hosts (stored
+// while the webhook was absent, or before the list changed) is not Ready,
+// saying why and what to change, and is never probed; once it names an
+// allowed address it is.
+func TestAddressNotAllowed(t *testing.T) {
+	f, probe := probedFixture(t, "10.0.0.1:22", "1.32.1")
+	var err error
+	if f.r.AllowedHosts, err = temporal.ParseAllowedHosts("temporal.example.com:7233"); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcile(t, "prod")
+	got := f.get(t, "prod")
+	c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonAddressNotAllowed {
+		t.Fatalf("Ready = %+v, want False/AddressNotAllowed", c)
+	}
+	for _, want := range []string{"spec.hostPort", "10.0.0.1:22 is not one of", "--allowed-temporal-hosts=temporal.example.com:7233", "change spec.hostPort"} {
+		if !strings.Contains(c.Message, want) {
+			t.Errorf("message %q lacks %q", c.Message, want)
+		}
+	}
+	if probe.probes != 0 {
+		t.Errorf("%d probes of an address not allowed", probe.probes)
+	}
+	if evs := f.drainEvents(); len(evs) != 1 || !strings.HasPrefix(evs[0], "Warning AddressNotAllowed") {
+		t.Errorf("events = %q, want one Warning AddressNotAllowed", evs)
+	}
+
+	got.Spec.HostPort = "temporal.example.com:7233"
+	got.Generation++
+	if err := f.r.Client.Update(context.Background(), got); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcile(t, "prod")
+	if c := meta.FindStatusCondition(f.get(t, "prod").Status.Conditions, v1alpha1.ConditionReady); c.Reason != v1alpha1.ReasonReachable || probe.probes != 1 {
+		t.Errorf("an allowed address: Ready %+v after %d probes, want Reachable after one", c, probe.probes)
+	}
 }
 
 // TestServerVersion: the version the server reports is recorded; one older
@@ -161,13 +214,7 @@ func (s *stubProber) Probe(context.Context, temporal.ConnectionParams) (string, 
 // version was found, which is needed and what to do; one that cannot be
 // read is said but not refused; a failed probe keeps the last version.
 func TestServerVersion(t *testing.T) {
-	plain := &v1alpha1.TemporalConnection{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "prod", Generation: 2},
-		Spec:       v1alpha1.TemporalConnectionSpec{HostPort: "temporal:7233"},
-	}
-	f := newFixture(t, plain)
-	probe := &stubProber{version: "1.28.1"}
-	f.r.Pool = probe
+	f, probe := probedFixture(t, "temporal:7233", "1.28.1")
 	ready := func() (*v1alpha1.TemporalConnection, *metav1.Condition) {
 		got := f.get(t, "prod")
 		return got, meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)

@@ -222,7 +222,7 @@ func (b *Backlogs) refresh(ctx context.Context, twd *v1alpha1.TemporalWorkerDepl
 		return nil
 	}
 	conn, prob, err := connection.Resolve(ctx, b.Client, twd.Namespace, twd.Spec.WorkerOptions.ConnectionRef.Name,
-		twd.Spec.WorkerOptions.TemporalNamespace, now)
+		twd.Spec.WorkerOptions.TemporalNamespace, b.Pool.AllowedHosts(), now)
 	if err != nil {
 		return err
 	}

@@ -255,7 +255,7 @@ func (f *fixture) runningDeployment() *appsv1.Deployment {
 	scheme := runtime.NewScheme()
 	_ = v1alpha1.AddToScheme(scheme)
 	conn, prob, err := connection.Resolve(context.Background(), fake.NewClientBuilder().WithScheme(scheme).WithObjects(f.objects[0]).Build(),
-		"shop", "temporal", "default", f.now)
+		"shop", "temporal", "default", temporal.AllowedHosts{}, f.now)
 	if err != nil || prob != nil {
 		f.t.Fatalf("resolve the connection: %v %v", err, prob)
 	}

@@ -108,7 +108,7 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 	}
 
 	conn, prob, err := connection.Resolve(ctx, connection.ConfirmMissing{Cached: r.Client, Live: r.APIReader}, twd.Namespace, twd.Spec.WorkerOptions.ConnectionRef.Name,
-		twd.Spec.WorkerOptions.TemporalNamespace, now)
+		twd.Spec.WorkerOptions.TemporalNamespace, r.Pool.AllowedHosts(), now)
 	if err != nil {
 		return nil, err
 	}
