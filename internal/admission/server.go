@@ -156,7 +156,7 @@ func Setup(mgr manager.Manager) error {
 	v := NewValidator(mgr.GetScheme(), mgr.GetRESTMapper(), ClientReviewer{Client: mgr.GetClient()}, controller, banned)
 	s.Register(Path, &cradmission.Webhook{Handler: v})
 	// Its reader is the manager's cache, with claim.Index registered.
-	s.Register(WorkerDeploymentPath, &cradmission.Webhook{Handler: NewClaimValidator(mgr.GetScheme(), mgr.GetClient())})
+	s.Register(WorkerDeploymentPath, &cradmission.Webhook{Handler: NewWorkerDeploymentValidator(mgr.GetScheme(), ClientReviewer{Client: mgr.GetClient()}, mgr.GetClient())})
 	s.Register(ConnectionPath, &cradmission.Webhook{Handler: NewConnectionValidator(mgr.GetScheme(), ClientReviewer{Client: mgr.GetClient()}, o.CheckTemporalAddress)})
 	if err := mgr.AddReadyzCheck("webhook", s.ReadyChecker()); err != nil {
 		return err

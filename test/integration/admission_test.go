@@ -9,6 +9,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -109,6 +110,43 @@ func TestAdmissionWebhookChecksTheUser(t *testing.T) {
 		err := alice.Delete(ctx, twor)
 		return err == nil || apierrors.IsNotFound(err), errString(err)
 	})
+}
+
+// TestTWDAuthorMustBeAllowedToRunWorkers: the controller makes, changes
+// and deletes a Deployment per version from a TemporalWorkerDeployment's
+// template, so a user who may write TemporalWorkerDeployments but not
+// Deployments is refused (without the check the controller ran workers
+// for them), and admitted once allowed; a gate reading a Secret its
+// author may not get is refused too.
+func TestTWDAuthorMustBeAllowedToRunWorkers(t *testing.T) {
+	tt := env.NewTest(t)
+	ctx := context.Background()
+	user := "bob-" + tt.Suffix
+	grant(t, tt, user, "twds", rbacv1.PolicyRule{
+		APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"temporalworkerdeployments"}, Verbs: []string{"*"}})
+	bob := impersonate(t, user)
+	r := newRollout(tt, "bobs")
+
+	err := bob.Create(ctx, r.spec("v1"))
+	want := fmt.Sprintf(`spec.template: user %q may not create deployments.apps in namespace %q`, user, tt.Namespace)
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v, want Forbidden with %q", err, want)
+	}
+
+	grant(t, tt, user, "deployments", rbacv1.PolicyRule{
+		APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"create", "update", "delete"}})
+	gated := r.spec("v1")
+	gated.Spec.Rollout.Gate = &v1alpha1.GateWorkflow{WorkflowType: "RolloutGate", InputFrom: &v1alpha1.GateInputSource{
+		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "not-bobs"}, Key: "input"}}}
+	tt.Eventually(30*time.Second, "a gate reading a Secret bob may not get is refused", func() (bool, string) {
+		err := bob.Create(ctx, gated.DeepCopy())
+		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), `spec.rollout.gate.inputFrom.secretKeyRef: user "`+user+`" may not get secrets "not-bobs"`), errString(err)
+	})
+	tt.Eventually(30*time.Second, "the TemporalWorkerDeployment admitted once bob may run workers", func() (bool, string) {
+		err := bob.Create(ctx, r.spec("v1"))
+		return err == nil, errString(err)
+	})
+	r.waitCurrent(2*time.Minute, r.buildID())
 }
 
 // TestAdmissionWebhookChecksTheController: a kind the controller's service
