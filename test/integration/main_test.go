@@ -38,8 +38,9 @@ func TestMain(m *testing.M) { harness.Main(m, &env, startManager) }
 const managerUser = "system:serviceaccount:rainbow-system:rainbow-manager"
 
 // webhookName names the test's ValidatingWebhookConfiguration and the
-// Secret of its certificate.
-const webhookName = "rainbow-test-webhook"
+// Secret of its certificate: config/rbac's name, the only webhook
+// configuration the controller may write.
+const webhookName = "rainbow-validating-webhook"
 
 // startManager applies config/rbac and runs the controller in this process
 // as managerUser, logging to manager.log in the environment's directory.
