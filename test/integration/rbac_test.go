@@ -11,7 +11,6 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,37 +23,6 @@ import (
 	"github.com/rainbow-deploy/rainbow/test/harness"
 )
 
-// access is one SubjectAccessReview: may user do verb on resource
-// ("group/resource[/subresource]", "" for the core group), named name,
-// in ns ("" is cluster-wide)?
-type access struct {
-	verb, resource, ns, name string
-	allowed                  bool
-}
-
-// checkAccess asks the API server each question, waiting for RBAC to see
-// bindings made just before (the authorizer watches them).
-func checkAccess(tt *harness.T, user string, want []access) {
-	tt.Helper()
-	for _, w := range want {
-		group, res, _ := strings.Cut(w.resource, "/")
-		res, sub, _ := strings.Cut(res, "/")
-		what := fmt.Sprintf("%s %s %s name=%q namespace=%q", user, w.verb, w.resource, w.name, w.ns)
-		tt.Eventually(30*time.Second, fmt.Sprintf("%s: allowed=%v", what, w.allowed), func() (bool, string) {
-			review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-				User: user,
-				ResourceAttributes: &authorizationv1.ResourceAttributes{
-					Namespace: w.ns, Verb: w.verb, Group: group, Resource: res, Subresource: sub, Name: w.name,
-				},
-			}}
-			if err := env.Kube.Create(context.Background(), review); err != nil {
-				return false, err.Error()
-			}
-			return review.Status.Allowed == w.allowed, fmt.Sprintf("allowed=%v %s", review.Status.Allowed, review.Status.Reason)
-		})
-	}
-}
-
 // TestManagerRoleIsNarrow asks the API server what config/rbac (which
 // TestMain applied) lets the controller's service account do: write only
 // its own webhook configuration, read ConfigMaps one by one but never list
@@ -63,18 +31,18 @@ func checkAccess(tt *harness.T, user string, want []access) {
 // (test/helm).
 func TestManagerRoleIsNarrow(t *testing.T) {
 	tt := env.NewTest(t)
-	checkAccess(tt, managerUser, []access{
-		{"update", "admissionregistration.k8s.io/validatingwebhookconfigurations", "", "someone-elses-webhook", false},
-		{"patch", "admissionregistration.k8s.io/validatingwebhookconfigurations", "", "someone-elses-webhook", false},
-		{"delete", "admissionregistration.k8s.io/validatingwebhookconfigurations", "", "rainbow-validating-webhook", false},
-		{"update", "admissionregistration.k8s.io/validatingwebhookconfigurations", "", "rainbow-validating-webhook", true},
-		{"patch", "admissionregistration.k8s.io/validatingwebhookconfigurations", "", "rainbow-validating-webhook", true},
-		{"list", "/configmaps", "", "", false},
-		{"list", "/configmaps", tt.Namespace, "", false},
-		{"watch", "/configmaps", tt.Namespace, "", false},
-		{"get", "/configmaps", tt.Namespace, "gate-input", true},
-		{"create", "authentication.k8s.io/tokenreviews", "", "", true},
-		{"create", "authorization.k8s.io/subjectaccessreviews", "", "", true},
+	tt.CheckAccess(managerUser, []harness.Access{
+		harness.Deny("update", "admissionregistration.k8s.io/validatingwebhookconfigurations", "", "someone-elses-webhook"),
+		harness.Deny("patch", "admissionregistration.k8s.io/validatingwebhookconfigurations", "", "someone-elses-webhook"),
+		harness.Deny("delete", "admissionregistration.k8s.io/validatingwebhookconfigurations", "", "rainbow-validating-webhook"),
+		harness.Allow("update", "admissionregistration.k8s.io/validatingwebhookconfigurations", "", "rainbow-validating-webhook"),
+		harness.Allow("patch", "admissionregistration.k8s.io/validatingwebhookconfigurations", "", "rainbow-validating-webhook"),
+		harness.Deny("list", "/configmaps", "", ""),
+		harness.Deny("list", "/configmaps", tt.Namespace, ""),
+		harness.Deny("watch", "/configmaps", tt.Namespace, ""),
+		harness.Allow("get", "/configmaps", tt.Namespace, "gate-input"),
+		harness.Allow("create", "authentication.k8s.io/tokenreviews", "", ""),
+		harness.Allow("create", "authorization.k8s.io/subjectaccessreviews", "", ""),
 	})
 }
 
@@ -179,30 +147,30 @@ func TestUserRolesAggregate(t *testing.T) {
 		}
 	}
 	kinds := []string{"temporalworkerdeployments", "temporalconnections", "temporalworkerownedresources"}
-	var want []access
+	var want []harness.Access
 	for _, k := range kinds {
 		r := "temporal.io/" + k
 		for _, v := range []string{"create", "update", "patch", "delete", "deletecollection", "get", "list", "watch"} {
-			want = append(want, access{v, r, tt.Namespace, "", true})
+			want = append(want, harness.Allow(v, r, tt.Namespace, ""))
 		}
 		for _, v := range []string{"update", "patch"} {
-			want = append(want, access{v, r + "/status", tt.Namespace, "", false}, access{v, r + "/finalizers", tt.Namespace, "", false})
+			want = append(want, harness.Deny(v, r+"/status", tt.Namespace, ""), harness.Deny(v, r+"/finalizers", tt.Namespace, ""))
 		}
 	}
-	checkAccess(tt, editor, want)
+	tt.CheckAccess(editor, want)
 	want = nil
 	for _, k := range kinds {
 		r := "temporal.io/" + k
 		for _, v := range []string{"get", "list", "watch"} {
-			want = append(want, access{v, r, tt.Namespace, "", true}, access{v, r + "/status", tt.Namespace, "", true})
+			want = append(want, harness.Allow(v, r, tt.Namespace, ""), harness.Allow(v, r+"/status", tt.Namespace, ""))
 		}
 		for _, v := range []string{"create", "update", "patch", "delete"} {
-			want = append(want, access{v, r, tt.Namespace, "", false}, access{v, r + "/status", tt.Namespace, "", false})
+			want = append(want, harness.Deny(v, r, tt.Namespace, ""), harness.Deny(v, r+"/status", tt.Namespace, ""))
 		}
-		want = append(want, access{"list", r, "", "", false}) // the binding is the namespace's only
+		want = append(want, harness.Deny("list", r, "", "")) // the binding is the namespace's only
 	}
-	want = append(want, access{"get", "/secrets", tt.Namespace, "", false}, access{"list", "/secrets", tt.Namespace, "", false})
-	checkAccess(tt, viewer, want)
+	want = append(want, harness.Deny("get", "/secrets", tt.Namespace, ""), harness.Deny("list", "/secrets", tt.Namespace, ""))
+	tt.CheckAccess(viewer, want)
 
 	// The same through real requests, as the editor and the viewer.
 	ed, vw := impersonate(t, editor), impersonate(t, viewer)
