@@ -23,6 +23,8 @@ func main() {
 	flag.StringVar(&opts.Identity, "identity", manager.DefaultIdentity,
 		"Temporal identity of the controller; keep it the same across restarts and replicas, Temporal records it as the manager of each worker deployment")
 	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", `address of the Prometheus metrics endpoint; "0" disables it`)
+	flag.BoolVar(&opts.MetricsSecure, "metrics-secure", false,
+		"serve metrics over HTTPS, only to callers with a Kubernetes token allowed to get the non-resource URL /metrics (TokenReview and SubjectAccessReview; the manifests set it)")
 	flag.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", `address of /healthz and /readyz; "0" disables them`)
 	flag.StringVar(&opts.PprofAddr, "pprof-bind-address", "0", `address of net/http/pprof's /debug/pprof/ (heap and CPU profiles); "0" (the default) disables it`)
 	flag.BoolVar(&opts.LeaderElection, "leader-elect", false, "elect a leader among replicas (Lease "+manager.LeaderElectionID+"); only the leader reconciles")

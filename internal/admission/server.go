@@ -23,7 +23,10 @@ import (
 )
 
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;list;watch
+// The rotation writes only its own configuration, not every webhook in the
+// cluster; the chart swaps in its release's name (rainbow.generatedRules).
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,resourceNames=rainbow-validating-webhook,verbs=update;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;update;patch,namespace=rainbow-system
 
 // Options configure the webhook and its server.

@@ -29,6 +29,7 @@ import (
 	crleaderelection "sigs.k8s.io/controller-runtime/pkg/leaderelection"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
@@ -63,6 +64,10 @@ type Options struct {
 	Identity string
 	// MetricsAddr serves Prometheus metrics; "0" disables, empty is :8080.
 	MetricsAddr string
+	// MetricsSecure serves metrics over HTTPS (a self-signed certificate)
+	// and only to callers whose token the API server accepts and who may
+	// get the non-resource URL /metrics; otherwise plain HTTP to anyone.
+	MetricsSecure bool
 	// ProbeAddr serves /healthz and /readyz; empty or "0" disables.
 	ProbeAddr string
 	// PprofAddr serves net/http/pprof (heap profiles, for sizing); empty
@@ -113,6 +118,20 @@ type Options struct {
 type Manager struct {
 	ctrlmanager.Manager
 	Pool *temporal.Pool
+}
+
+// The metrics filter asks the API server who a token is and whether it may
+// get /metrics.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+func metricsOptions(opts Options) metricsserver.Options {
+	o := metricsserver.Options{BindAddress: opts.MetricsAddr}
+	if opts.MetricsSecure {
+		o.SecureServing = true
+		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return o
 }
 
 // New builds the manager for the cluster at cfg. Nothing runs until Start.
@@ -174,7 +193,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	mgr, err := ctrlmanager.New(cfg, ctrlmanager.Options{
 		Scheme:                              scheme,
 		Logger:                              opts.Logger,
-		Metrics:                             metricsserver.Options{BindAddress: opts.MetricsAddr},
+		Metrics:                             metricsOptions(opts),
 		HealthProbeBindAddress:              opts.ProbeAddr,
 		PprofBindAddress:                    opts.PprofAddr,
 		LeaderElection:                      opts.LeaderElection,

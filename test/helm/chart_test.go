@@ -77,6 +77,15 @@ func TestTemplate(t *testing.T) {
 			}
 			r.checkExternalMetrics(t, false)
 			r.checkOwnedResources(t, nil, nil)
+			r.checkMetricsAuth(t, true)
+			r.checkUserRoles(t, true)
+		},
+	}, {
+		name: "metrics without authentication, no user roles",
+		args: []string{"--set", "metrics.secure=false", "--set", "rbac.userRoles=false"},
+		check: func(t *testing.T, r *rendering) {
+			r.checkMetricsAuth(t, false)
+			r.checkUserRoles(t, false)
 		},
 	}, {
 		name: "allowed Temporal hosts",
@@ -139,6 +148,10 @@ func TestTemplate(t *testing.T) {
 			eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
 			if len(eps) != 1 || eps[0].(map[string]any)["port"] != "metrics" || sm.GetLabels()["release"] != "prom" {
 				t.Errorf("ServiceMonitor endpoints %v, labels %v", eps, sm.GetLabels())
+			}
+			// --metrics-secure: HTTPS, with Prometheus' own token.
+			if ep := eps[0].(map[string]any); ep["scheme"] != "https" || ep["bearerTokenFile"] == nil {
+				t.Errorf("ServiceMonitor endpoint %v: want scheme https and Prometheus' token", ep)
 			}
 		},
 	}, {
@@ -363,7 +376,7 @@ func (r *rendering) checkExternalMetrics(t *testing.T, enabled bool) {
 		t.Fatalf("with the built-in rotation: inject-ca-from %q, ClusterRole %v: want no annotation, and a ClusterRole for the rotation", inject, role != nil)
 	}
 	got := grantsOf(into[rbacv1.ClusterRole](t, role).Rules)
-	for _, g := range []string{"apiregistration.k8s.io/apiservices:update", "apiregistration.k8s.io/apiservices:get", "apiregistration.k8s.io/apiservices:watch"} {
+	for _, g := range []string{"apiregistration.k8s.io/apiservices:update@" + externalMetricsAPIService, "apiregistration.k8s.io/apiservices:get", "apiregistration.k8s.io/apiservices:watch"} {
 		if !got[g] {
 			t.Errorf("ClusterRole %s lacks %s: %v", role.GetName(), g, got)
 		}

@@ -138,17 +138,33 @@ func namespace(t *testing.T, name string) string {
 }
 
 // grants are RBAC rules expanded to "group/resource:verb" ("/secrets:get"
-// for the core group).
+// for the core group), "group/resource:verb@name" for a rule limited to
+// resourceNames, and "url /metrics:get" for non-resource URLs.
 type grants map[string]bool
 
 func grantsOf(rules []rbacv1.PolicyRule) grants {
 	g := grants{}
 	for _, r := range rules {
+		names := r.ResourceNames
+		if len(names) == 0 {
+			names = []string{""}
+		}
 		for _, group := range r.APIGroups {
 			for _, res := range r.Resources {
 				for _, v := range r.Verbs {
-					g[group+"/"+res+":"+v] = true
+					for _, n := range names {
+						k := group + "/" + res + ":" + v
+						if n != "" {
+							k += "@" + n
+						}
+						g[k] = true
+					}
 				}
+			}
+		}
+		for _, u := range r.NonResourceURLs {
+			for _, v := range r.Verbs {
+				g["url "+u+":"+v] = true
 			}
 		}
 	}
@@ -377,6 +393,7 @@ func (r *rendering) checkRBAC(t *testing.T) {
 	scope := scopes(t)
 	wantCluster, wantNamespaced := grants{}, grants{}
 	for g := range grantsOf(clusterRules) {
+		g = strings.Replace(g, "@rainbow-validating-webhook", "@"+r.fullname+"-validating-webhook", 1)
 		resource, _, _ := strings.Cut(g, ":")
 		group, res, _ := strings.Cut(resource, "/")
 		res, _, _ = strings.Cut(res, "/") // a subresource is scoped as its resource

@@ -25,8 +25,11 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -179,9 +182,38 @@ func TestControllerRunsInCluster(t *testing.T) {
 }
 
 // isLeader reads controller-runtime's leader_election_master_status from
-// the pod's metrics endpoint.
+// the pod's metrics endpoint, which config/manager serves only to tokens
+// allowed to get /metrics.
 func isLeader(p corev1.Pod) bool {
-	return harness.IsLeader(net.JoinHostPort(p.Status.PodIP, "8080"), manager.LeaderElectionID)
+	return harness.IsLeaderSecure(net.JoinHostPort(p.Status.PodIP, "8080"), metricsToken, manager.LeaderElectionID)
+}
+
+// metricsToken is the token of a service account bound to
+// rainbow-metrics-reader, as Prometheus' would be; install makes it.
+var metricsToken string
+
+// newMetricsToken makes a service account in rainbow-system, binds it to
+// config/rbac's rainbow-metrics-reader and returns a token of it.
+func newMetricsToken(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	const sa = "metrics-scraper"
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "incluster-metrics-scraper"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "rainbow-metrics-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: systemNS, Name: sa}},
+	}
+	for _, o := range []crclient.Object{&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: systemNS, Name: sa}}, binding} {
+		if err := env.Kube.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
+	req, err := env.Clients.CoreV1().ServiceAccounts(systemNS).CreateToken(ctx, sa, req, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req.Status.Token
 }
 
 // install applies config/default, with two replicas that bind their
@@ -219,6 +251,7 @@ func install(t *testing.T) {
 	if _, err := env.Kubectl(list, "apply", "--server-side", "--force-conflicts", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
+	metricsToken = newMetricsToken(t)
 }
 
 // patchReplicas sets two replicas and binds the metrics, probe and webhook

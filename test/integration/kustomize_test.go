@@ -32,7 +32,8 @@ func TestKustomizeConfigDefault(t *testing.T) {
 		kinds[obj.GetKind()]++
 	}
 	deployment := m.deployment
-	want := map[string]int{"Namespace": 1, "CustomResourceDefinition": 3, "ServiceAccount": 1, "ClusterRole": 1,
+	// ClusterRoles: the manager's, rainbow-metrics-reader, rainbow-view, rainbow-edit.
+	want := map[string]int{"Namespace": 1, "CustomResourceDefinition": 3, "ServiceAccount": 1, "ClusterRole": 4,
 		"ClusterRoleBinding": 1, "Role": 2, "RoleBinding": 2, "Deployment": 1,
 		"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1,
 		"ValidatingWebhookConfiguration": 1, "Service": 1, "Secret": 1}
@@ -54,8 +55,10 @@ func TestKustomizeConfigDefault(t *testing.T) {
 		if c.LivenessProbe == nil || c.ReadinessProbe == nil || c.Resources.Requests.Cpu().IsZero() {
 			t.Error("the container lacks probes or resource requests")
 		}
-		if !strings.Contains(strings.Join(c.Args, " "), "--leader-elect") {
-			t.Errorf("args %v lack --leader-elect", c.Args)
+		for _, arg := range []string{"--leader-elect", "--metrics-secure"} {
+			if !slices.Contains(c.Args, arg) {
+				t.Errorf("args %v lack %s", c.Args, arg)
+			}
 		}
 	}
 

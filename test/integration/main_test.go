@@ -42,8 +42,9 @@ const managerUser = "system:serviceaccount:rainbow-system:rainbow-manager"
 const testAllowedHosts = "127.0.0.1,localhost,[::1],temporal,temporal.example.com:7233"
 
 // webhookName names the test's ValidatingWebhookConfiguration and the
-// Secret of its certificate.
-const webhookName = "rainbow-test-webhook"
+// Secret of its certificate: config/rbac's name, the only webhook
+// configuration the controller may write.
+const webhookName = "rainbow-validating-webhook"
 
 // startManager applies config/rbac and runs the controller in this process
 // as managerUser, logging to manager.log in the environment's directory.

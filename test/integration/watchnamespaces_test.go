@@ -42,17 +42,7 @@ func TestWatchNamespacesNeedsOnlyThoseNamespaces(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	kc, err := clientcmd.LoadFromFile(env.Info.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range kc.AuthInfos {
-		a.Impersonate = user
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := impersonatingKubeconfig(t, user)
 
 	scoped, scopedMetrics, _ := startManagerBinary(t, kubeconfig, "--watch-namespaces="+tt.Namespace)
 	tt.Eventually(2*time.Minute, "the scoped controller reconciles the TWD of "+tt.Namespace, func() (bool, string) {
@@ -80,6 +70,23 @@ func TestWatchNamespacesNeedsOnlyThoseNamespaces(t *testing.T) {
 	})
 	kill() // it waits for its caches, up to controller-runtime's two minutes
 
+}
+
+// impersonatingKubeconfig is the environment's kubeconfig, acting as user.
+func impersonatingKubeconfig(t *testing.T, user string) string {
+	t.Helper()
+	kc, err := clientcmd.LoadFromFile(env.Info.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range kc.AuthInfos {
+		a.Impersonate = user
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	return kubeconfig
 }
 
 // startManagerBinary runs .cache/bin/manager against kubeconfig with args,

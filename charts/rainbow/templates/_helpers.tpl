@@ -65,6 +65,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end }}
 {{- if .Values.metrics.enabled }}
 - --metrics-bind-address=:{{ int .Values.metrics.port }}
+{{- if .Values.metrics.secure }}
+- --metrics-secure
+{{- end }}
 {{- else }}
 - --metrics-bind-address=0
 {{- end }}
@@ -113,7 +116,16 @@ for the controller's own namespace, rainbow-system in config/.
 {{- $rules = concat $rules $obj.rules }}
 {{- end }}
 {{- end }}
-{{- toYaml $rules }}
+{{- /* The markers name config/'s webhook configuration; the release has its own. */}}
+{{- $out := list }}
+{{- range $rule := $rules }}
+{{- if has "rainbow-validating-webhook" ($rule.resourceNames | default list) }}
+{{- $names := append (without $rule.resourceNames "rainbow-validating-webhook") (include "rainbow.webhookConfigurationName" $root) }}
+{{- $rule = merge (dict "resourceNames" $names) (omit $rule "resourceNames") }}
+{{- end }}
+{{- $out = append $out $rule }}
+{{- end }}
+{{- toYaml $out }}
 {{- end }}
 
 {{/*
