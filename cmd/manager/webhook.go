@@ -26,7 +26,7 @@ type webhookFlags struct {
 
 func bindWebhookFlags(fs *flag.FlagSet) *webhookFlags {
 	f := &webhookFlags{}
-	fs.IntVar(&f.port, "webhook-port", 9443, "port of the TemporalWorkerOwnedResource validating webhook (HTTPS); 0 disables the webhook server")
+	fs.IntVar(&f.port, "webhook-port", 9443, "port of the validating webhooks (TemporalWorkerDeployments, TemporalConnections, TemporalWorkerOwnedResources; HTTPS); 0 disables the webhook server")
 	fs.StringVar(&f.host, "webhook-host", "", "address the webhook server listens on; empty means all")
 	fs.StringVar(&f.certDir, "webhook-cert-dir", "", "directory holding the webhook's tls.crt and tls.key; empty means <temp dir>/k8s-webhook-server/serving-certs")
 	fs.BoolVar(&f.rotation, "webhook-cert-rotation", false,

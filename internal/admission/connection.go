@@ -48,6 +48,10 @@ func NewConnectionValidator(scheme *runtime.Scheme, access AccessReviewer, check
 
 // Handle implements admission.Handler.
 func (v *ConnectionValidator) Handle(ctx context.Context, req cradmission.Request) cradmission.Response {
+	if why := unexpectedShape(req, "TemporalConnection", "temporalconnections", admissionv1.Create, admissionv1.Update); why != "" {
+		return cradmission.Denied(fmt.Sprintf("this webhook checks only the creation and update of temporalconnections.temporal.io "+
+			"(not their subresources), and refuses anything else: %s; route only those requests to it (config/webhook/validating_webhook.yaml)", why))
+	}
 	var conn, old *v1alpha1.TemporalConnection
 	if len(req.Object.Raw) > 0 {
 		conn = &v1alpha1.TemporalConnection{}

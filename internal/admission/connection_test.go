@@ -62,6 +62,8 @@ func connRequest(t *testing.T, op admissionv1.Operation, obj, old *v1alpha1.Temp
 	}
 	return cradmission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 		Operation: op, Name: "c", Namespace: "ns", Object: raw(obj), OldObject: raw(old),
+		Kind:     metav1.GroupVersionKind{Group: "temporal.io", Version: "v1alpha1", Kind: "TemporalConnection"},
+		Resource: metav1.GroupVersionResource{Group: "temporal.io", Version: "v1alpha1", Resource: "temporalconnections"},
 		UserInfo: authenticationv1.UserInfo{Username: "bob", UID: "u-1", Groups: []string{"dev"},
 			Extra: map[string]authenticationv1.ExtraValue{"scopes": {"s"}}},
 	}}
@@ -126,8 +128,8 @@ func TestConnectionHandle(t *testing.T) {
 		"update of a connection stored before the list, address unchanged": {
 			op: admissionv1.Update, obj: tconn("attacker.test:7233", "", ""), old: tconn("attacker.test:7233", "", ""),
 		},
-		"delete is not this webhook's":  {op: admissionv1.Delete, old: tconn(good, "", ""), code: http.StatusForbidden, want: []string{"only CREATE and UPDATE"}},
-		"update without the old object": {op: admissionv1.Update, obj: tconn(good, "", ""), code: http.StatusForbidden, want: []string{"only CREATE and UPDATE"}},
+		"delete is not this webhook's":  {op: admissionv1.Delete, old: tconn(good, "", ""), code: http.StatusForbidden, want: []string{"checks only the creation and update"}},
+		"update without the old object": {op: admissionv1.Update, obj: tconn(good, "", ""), code: http.StatusForbidden, want: []string{"checks only the creation and update"}},
 	}
 	scheme := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(scheme); err != nil {

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -54,7 +55,7 @@ func NewValidator(scheme *runtime.Scheme, kinds KindResolver, access AccessRevie
 // the webhook configuration sends is refused: a configuration routing more
 // to this webhook must not have those requests admitted unchecked.
 func (v *Validator) Handle(ctx context.Context, req cradmission.Request) cradmission.Response {
-	if why := unexpectedShape(req); why != "" {
+	if why := unexpectedShape(req, "TemporalWorkerOwnedResource", "temporalworkerownedresources", admissionv1.Create, admissionv1.Update, admissionv1.Delete); why != "" {
 		return cradmission.Denied(fmt.Sprintf("this webhook checks only the creation, update and deletion of "+
 			"temporalworkerownedresources.temporal.io (not their subresources), and refuses anything else: %s; "+
 			"route only those requests to it (rules of the ValidatingWebhookConfiguration, see config/webhook/validating_webhook.yaml)", why))
@@ -92,20 +93,18 @@ func (v *Validator) Handle(ctx context.Context, req cradmission.Request) cradmis
 	return cradmission.Denied(fmt.Sprintf("a %s request without the object(s) it needs (object, oldObject) is not checked, so it is refused", req.Operation))
 }
 
-// unexpectedShape says how req differs from the requests the webhook
-// configuration sends (CREATE, UPDATE, DELETE of the resource itself, with
+// unexpectedShape says how req differs from the requests a webhook
+// configuration sends for kind (its resource itself, with one of ops, and
 // the objects each carries); empty if it does not.
-func unexpectedShape(req cradmission.Request) string {
-	want := v1alpha1.GroupVersion.WithKind("TemporalWorkerOwnedResource")
+func unexpectedShape(req cradmission.Request, kind, resource string, ops ...admissionv1.Operation) string {
+	want := v1alpha1.GroupVersion.WithKind(kind)
 	if gvk := schema.GroupVersionKind(req.Kind); gvk != want {
 		return fmt.Sprintf("the request is for kind %q, not %s", gvk, want)
 	}
-	if req.Resource.Resource != "temporalworkerownedresources" || req.SubResource != "" {
+	if req.Resource.Resource != resource || req.SubResource != "" {
 		return fmt.Sprintf("the request is for resource %q, subresource %q", req.Resource.Resource, req.SubResource)
 	}
-	switch req.Operation {
-	case admissionv1.Create, admissionv1.Update, admissionv1.Delete:
-	default:
+	if !slices.Contains(ops, req.Operation) {
 		return fmt.Sprintf("operation %q", req.Operation)
 	}
 	missing := func(r runtime.RawExtension) bool { return len(r.Raw) == 0 }

@@ -49,6 +49,10 @@ func NewWorkerDeploymentValidator(scheme *runtime.Scheme, access AccessReviewer,
 
 // Handle implements admission.Handler.
 func (v *WorkerDeploymentValidator) Handle(ctx context.Context, req cradmission.Request) cradmission.Response {
+	if why := unexpectedShape(req, "TemporalWorkerDeployment", "temporalworkerdeployments", admissionv1.Create, admissionv1.Update); why != "" {
+		return cradmission.Denied(fmt.Sprintf("this webhook checks only the creation and update of temporalworkerdeployments.temporal.io "+
+			"(not their subresources), and refuses anything else: %s; route only those requests to it (config/webhook/validating_webhook.yaml)", why))
+	}
 	if req.Operation == admissionv1.Create || req.Operation == admissionv1.Update {
 		var twd, old v1alpha1.TemporalWorkerDeployment
 		if err := v.Decoder.DecodeRaw(req.Object, &twd); err != nil {

@@ -9,6 +9,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	cradmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -69,6 +70,8 @@ func TestWorkerDeploymentAuthorRights(t *testing.T) {
 			r := &fakeReviewer{allow: tc.allow}
 			v := NewWorkerDeploymentValidator(scheme, r, c)
 			req := cradmission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: tc.op, Name: "mine", Namespace: "team-b",
+				Kind:     metav1.GroupVersionKind{Group: "temporal.io", Version: "v1alpha1", Kind: "TemporalWorkerDeployment"},
+				Resource: metav1.GroupVersionResource{Group: "temporal.io", Version: "v1alpha1", Resource: "temporalworkerdeployments"},
 				UserInfo: authenticationv1.UserInfo{Username: "alice"}}}
 			req.Object.Raw, _ = json.Marshal(tc.obj)
 			if tc.old != nil {
@@ -90,5 +93,58 @@ func TestWorkerDeploymentAuthorRights(t *testing.T) {
 				t.Errorf("a metadata change was reviewed: %+v", r.reviews)
 			}
 		})
+	}
+}
+
+// TestTWDAndConnectionWebhooksRefuseOtherShapes: like the TWOR webhook, the
+// TemporalWorkerDeployment and TemporalConnection webhooks refuse a
+// request of a shape their configuration does not send (a status write,
+// another kind, a delete) instead of decoding it as their own kind.
+func TestTWDAndConnectionWebhooksRefuseOtherShapes(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = v1alpha1.AddToScheme(scheme)
+	c := fake.NewClientBuilder().WithScheme(scheme).WithIndex(&v1alpha1.TemporalWorkerDeployment{}, claim.Index, claim.IndexKey).Build()
+	allowAll := &fakeReviewer{allow: map[string]bool{"alice create deployments": true, "alice update deployments": true, "alice delete deployments": true, "alice get secrets": true}}
+	twd, _ := json.Marshal(claimTWD("team-b", "mine", "", "temporal", 0))
+	conn, _ := json.Marshal(claimConn("team-b", "temporal", "temporal:7233"))
+	for name, h := range map[string]struct {
+		handler  cradmission.Handler
+		kind     string
+		resource string
+		raw      []byte
+	}{
+		"TemporalWorkerDeployment": {NewWorkerDeploymentValidator(scheme, allowAll, c), "TemporalWorkerDeployment", "temporalworkerdeployments", twd},
+		"TemporalConnection":       {NewConnectionValidator(scheme, allowAll, nil), "TemporalConnection", "temporalconnections", conn},
+	} {
+		base := func() cradmission.Request {
+			return cradmission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Create, Name: "x", Namespace: "team-b",
+				Kind:     metav1.GroupVersionKind{Group: "temporal.io", Version: "v1alpha1", Kind: h.kind},
+				Resource: metav1.GroupVersionResource{Group: "temporal.io", Version: "v1alpha1", Resource: h.resource},
+				UserInfo: authenticationv1.UserInfo{Username: "alice"}, Object: runtime.RawExtension{Raw: h.raw}}}
+		}
+		if resp := h.handler.Handle(context.Background(), base()); !resp.Allowed {
+			t.Fatalf("%s: the expected shape is refused: %+v", name, resp.Result)
+		}
+		for shape, change := range map[string]func(*cradmission.Request){
+			"status subresource": func(r *cradmission.Request) {
+				r.Operation, r.SubResource, r.OldObject = admissionv1.Update, "status", runtime.RawExtension{Raw: h.raw}
+			},
+			"another kind": func(r *cradmission.Request) {
+				r.Kind.Kind, r.Resource.Resource = "TemporalWorkerOwnedResource", "temporalworkerownedresources"
+			},
+			"a delete": func(r *cradmission.Request) {
+				r.Operation, r.Object, r.OldObject = admissionv1.Delete, runtime.RawExtension{}, runtime.RawExtension{Raw: h.raw}
+			},
+			"a CONNECT":    func(r *cradmission.Request) { r.Operation = admissionv1.Connect },
+			"no object":    func(r *cradmission.Request) { r.Object = runtime.RawExtension{} },
+			"no oldObject": func(r *cradmission.Request) { r.Operation = admissionv1.Update },
+		} {
+			req := base()
+			change(&req)
+			resp := h.handler.Handle(context.Background(), req)
+			if resp.Allowed || !strings.Contains(resp.Result.Message, "refuses anything else") {
+				t.Errorf("%s, %s: %+v, want a refusal", name, shape, resp.Result)
+			}
+		}
 	}
 }

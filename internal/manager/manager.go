@@ -88,7 +88,7 @@ type Options struct {
 	// namespaces; empty means every namespace. Two installations can then
 	// split a cluster.
 	WatchNamespaces []string
-	// Webhook serves the TemporalWorkerOwnedResource validating webhook;
+	// Webhook serves the validating webhooks of the three kinds;
 	// nil means no webhook server.
 	Webhook *WebhookOptions
 	// AllowedTemporalHosts are the only addresses the controller connects
