@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
-	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
 )
 
 // Waiting is a phase where Manual TWDs wait for a person to promote them.
@@ -70,7 +69,7 @@ func waiting(ctx context.Context, e *benchEnv, o *observer, ns string, k int, d 
 	w.Window = window(fmt.Sprintf("%d Manual TWDs waiting for a promotion", k), a, b, k)
 
 	key := keys[0]
-	deployment := workerdeployment.WorkerDeploymentName(&v1alpha1.TemporalWorkerDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: key.Name}})
+	deployment := (&v1alpha1.TemporalWorkerDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: key.Name}}).WorkerDeploymentName()
 	promoted := time.Now()
 	if _, err := e.temporal.WorkflowService().SetWorkerDeploymentCurrentVersion(ctx, &workflowservice.SetWorkerDeploymentCurrentVersionRequest{
 		Namespace: e.Info.TemporalNamespace, DeploymentName: deployment, BuildId: builds[0], Identity: "a-person",

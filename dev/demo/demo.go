@@ -41,7 +41,6 @@ import (
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/dev/demoworker"
-	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
 	"github.com/rainbow-deploy/rainbow/internal/workload"
 )
 
@@ -539,7 +538,7 @@ func (s *story) drainedInTemporal(ctx context.Context, twd *v1alpha1.TemporalWor
 	s.temporalAt = time.Now()
 	resp, err := s.o.Temporal.WorkflowService().DescribeWorkerDeploymentVersion(ctx, &workflowservice.DescribeWorkerDeploymentVersionRequest{
 		Namespace:         twd.Spec.WorkerOptions.TemporalNamespace,
-		DeploymentVersion: &deploymentpb.WorkerDeploymentVersion{DeploymentName: workerdeployment.WorkerDeploymentName(twd), BuildId: build},
+		DeploymentVersion: &deploymentpb.WorkerDeploymentVersion{DeploymentName: twd.WorkerDeploymentName(), BuildId: build},
 	})
 	if err != nil {
 		s.temporalSeen = "Temporal: " + err.Error()

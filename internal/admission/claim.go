@@ -89,8 +89,8 @@ func claimResponse(name string, twd *v1alpha1.TemporalWorkerDeployment, self pla
 		}
 		msg := fmt.Sprintf("Temporal worker deployment %q in namespace %s %s is used by TemporalWorkerDeployment %s; two TemporalWorkerDeployments "+
 			"would change each other's routing and workflows: set spec.workerOptions.deploymentName to a name of its own",
-			claim.DeploymentName(twd), twd.Spec.WorkerOptions.TemporalNamespace, where, r)
-		status := apierrors.NewInvalid(twdGroupKind, name, field.ErrorList{field.Invalid(deploymentNamePath, claim.DeploymentName(twd), msg)}).ErrStatus
+			twd.WorkerDeploymentName(), twd.Spec.WorkerOptions.TemporalNamespace, where, r)
+		status := apierrors.NewInvalid(twdGroupKind, name, field.ErrorList{field.Invalid(deploymentNamePath, twd.WorkerDeploymentName(), msg)}).ErrStatus
 		return cradmission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: &status}}
 	}
 	return cradmission.Allowed("")

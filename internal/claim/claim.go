@@ -19,19 +19,10 @@ import (
 // Index indexes TemporalWorkerDeployments by Key, across namespaces.
 const Index = "rainbow.temporal.io/worker-deployment"
 
-// DeploymentName is the Temporal worker deployment name of a TWD:
-// spec.workerOptions.deploymentName, else "<namespace>/<name>".
-func DeploymentName(twd *v1alpha1.TemporalWorkerDeployment) string {
-	if n := twd.Spec.WorkerOptions.DeploymentName; n != "" {
-		return n
-	}
-	return twd.Namespace + "/" + twd.Name
-}
-
 // Key is the Temporal namespace and worker deployment name a TWD names;
 // the server is told apart by Rivals, since it is in the connection.
 func Key(twd *v1alpha1.TemporalWorkerDeployment) string {
-	return twd.Spec.WorkerOptions.TemporalNamespace + "\x00" + DeploymentName(twd)
+	return twd.Spec.WorkerOptions.TemporalNamespace + "\x00" + twd.WorkerDeploymentName()
 }
 
 // IndexKey is the index value of a TemporalWorkerDeployment.
@@ -66,7 +57,7 @@ func Of(ctx context.Context, r client.Reader, twd *v1alpha1.TemporalWorkerDeploy
 func Rivals(ctx context.Context, r client.Reader, twd *v1alpha1.TemporalWorkerDeployment) ([]planner.Claimant, error) {
 	var list v1alpha1.TemporalWorkerDeploymentList
 	if err := r.List(ctx, &list, client.MatchingFields{Index: Key(twd)}); err != nil {
-		return nil, fmt.Errorf("list TemporalWorkerDeployments naming worker deployment %s: %w", DeploymentName(twd), err)
+		return nil, fmt.Errorf("list TemporalWorkerDeployments naming worker deployment %s: %w", twd.WorkerDeploymentName(), err)
 	}
 	var out []planner.Claimant
 	for i := range list.Items {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/internal/buildid"
-	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
 )
 
 // TWD is a TemporalWorkerDeployment of the demo worker in the scenario's
@@ -124,7 +123,7 @@ func (w *TWD) SetImage(tag string) string {
 func (w *TWD) BuildID(tag string) string { return buildid.Of(&w.Spec(tag).Spec) }
 
 // DeploymentName is the Temporal worker deployment the TWD registers with.
-func (w *TWD) DeploymentName() string { return workerdeployment.WorkerDeploymentName(w.Spec("x")) }
+func (w *TWD) DeploymentName() string { return w.Spec("x").WorkerDeploymentName() }
 
 // IsCurrent reports whether build is current, the rollout complete
 // (Ready=True for the latest generation), and says what it saw.

@@ -20,7 +20,6 @@ import (
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/dev/demoworker"
 	"github.com/rainbow-deploy/rainbow/internal/buildid"
-	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
 	"github.com/rainbow-deploy/rainbow/test/harness"
 )
 
@@ -119,7 +118,7 @@ func (r *rollout) buildID() string {
 }
 
 func (r *rollout) deploymentName() string {
-	return workerdeployment.WorkerDeploymentName(&v1alpha1.TemporalWorkerDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Name}})
+	return (&v1alpha1.TemporalWorkerDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Name}}).WorkerDeploymentName()
 }
 
 // describe summarises status for failure messages.

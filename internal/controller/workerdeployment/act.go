@@ -61,7 +61,6 @@ func (o *outcome) fail(err error) { o.failed = append(o.failed, err) }
 // simply repeated.
 func (r *Reconciler) act(ctx context.Context, o *observation, res planner.Result, now time.Time) outcome {
 	out := outcome{gate: o.gate}
-	touched := map[string]bool{}
 
 	if c := res.CreateDeployment; c != nil && o.conn != nil {
 		err := r.createDeployment(ctx, o, c)
@@ -71,7 +70,6 @@ func (r *Reconciler) act(ctx context.Context, o *observation, res planner.Result
 		}
 	}
 	if u := res.UpdateDeployment; u != nil && o.conn != nil {
-		touched[u.BuildID] = true
 		if d := o.deployments[u.BuildID]; d != nil {
 			err := r.updateTemplate(ctx, o, d, u.HashOnly)
 			r.kubeErr(&out, err)
@@ -81,7 +79,6 @@ func (r *Reconciler) act(ctx context.Context, o *observation, res planner.Result
 		}
 	}
 	for _, s := range res.Scale {
-		touched[s.BuildID] = true
 		if d := o.deployments[s.BuildID]; d != nil {
 			err := scaleDeployment(ctx, r.Client, d, s, now)
 			r.kubeErr(&out, err)
@@ -92,7 +89,6 @@ func (r *Reconciler) act(ctx context.Context, o *observation, res planner.Result
 		}
 	}
 	for _, del := range res.DeleteDeployments {
-		touched[del.BuildID] = true
 		if d := o.deployments[del.BuildID]; d != nil {
 			r.kubeErr(&out, deleteDeployment(ctx, r.Client, d, del))
 		}

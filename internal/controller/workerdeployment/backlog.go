@@ -234,7 +234,7 @@ func (b *Backlogs) refresh(ctx context.Context, twd *v1alpha1.TemporalWorkerDepl
 		return fmt.Errorf("connect to Temporal at %s: %w", conn.Params.HostPort, err)
 	}
 	api := temporal.NewAPI(c, conn.Params.Namespace, b.Pool.Identity())
-	name := WorkerDeploymentName(twd)
+	name := twd.WorkerDeploymentName()
 	var errs []error
 	for _, build := range stale {
 		d, err := api.DescribeVersionNoPollers(ctx, name, build)

@@ -54,18 +54,13 @@ type observation struct {
 	drainErrs []error
 }
 
-// WorkerDeploymentName is the Temporal worker deployment name of a TWD.
-func WorkerDeploymentName(twd *v1alpha1.TemporalWorkerDeployment) string {
-	return claim.DeploymentName(twd)
-}
-
 // observe reads Kubernetes, then Temporal. A Temporal problem is not an
 // error: it becomes input.TemporalError and the planner plays safe. The
 // error return is for failures to read from the API server.
 func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDeployment, now time.Time) (*observation, error) {
 	o := &observation{
 		twd:            twd,
-		deploymentName: WorkerDeploymentName(twd),
+		deploymentName: twd.WorkerDeploymentName(),
 		targetBuildID:  buildid.Of(&twd.Spec),
 		details:        map[string]temporal.VersionDetail{},
 		// The latest gate run stays in status unless this pass learns
