@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
@@ -300,7 +301,13 @@ func TestCDToolsFollowARollout(t *testing.T) {
 	// v2 ramps to its first step and holds there for an hour.
 	r.setImage("v2")
 	v2 := r.buildID()
-	ramping := r.waitView(2*time.Minute, "version "+v2+" ramping 25%", func(v cdView) bool { return rampsAt(r.get(), v2, 25) })
+	// Ramping, as the object the view judged shows it: status shows the
+	// ramp once Temporal has applied it (until then promote-step is not
+	// offered).
+	ramping := r.waitView(2*time.Minute, "version "+v2+" ramping 25%", func(v cdView) bool {
+		var seen v1alpha1.TemporalWorkerDeployment
+		return runtime.DefaultUnstructuredConverter.FromUnstructured(v.obj.Object, &seen) == nil && rampsAt(&seen, v2, 25)
+	})
 	if ramping.kstatus != status.InProgressStatus || ramping.health.Status != "Progressing" {
 		t.Fatalf("while ramping: %s", ramping)
 	}

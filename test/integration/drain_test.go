@@ -164,10 +164,18 @@ func drainDeadlineStops(t *testing.T, a stopAction) {
 		}
 		return true
 	})
-	// Temporal's drain start, not when this test saw v2 current, is what
-	// the deadline counts from.
+	// Temporal's drain start, or the controller's first sight of the drain
+	// if later (a second later, when the two fall either side of one), not
+	// when this test saw v2 current, is what the deadline counts from.
 	d := drainOf(twd, v1)
-	if d.DrainingSince == nil || d.Deadline == nil || d.LastActionAt == nil || !d.Deadline.Equal(&metav1.Time{Time: d.DrainingSince.Add(max)}) ||
+	var from time.Time
+	if d.DrainingSince != nil {
+		from = d.DrainingSince.Time
+		if d.SeenAt != nil && d.SeenAt.After(from) {
+			from = d.SeenAt.Time
+		}
+	}
+	if d.DrainingSince == nil || d.SeenAt == nil || d.Deadline == nil || d.LastActionAt == nil || !d.Deadline.Equal(&metav1.Time{Time: from.Add(max)}) ||
 		d.LastActionAt.Before(d.Deadline) || a.done(d) != n || a.other(d) != 0 || d.Signalled != 0 || d.Pending != 0 ||
 		d.Overdue < 1 || d.Overdue > n || len(d.StoppedRuns) != a.pinned {
 		t.Fatalf("acted before the deadline, or status does not say: %s, drainingSince %v, lastActionAt %v, %d runs remembered",
