@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/planner/drain"
 )
 
 // drainingV1: v2 is the current target; v1 has drained for two hours,
@@ -163,7 +164,7 @@ func TestDrainDeadline(t *testing.T) {
 		},
 		"rate limit: at most maxDrainActionsPerPass a pass": {
 			in:   with(base(), drainingV1, cancel, listed("v1", runs(50, "a"))),
-			want: drainWant{work: []string{"Cancel v1 20"}, events: []string{EventCancelPinned}, overdue: 50, pinned: 50, list: []string{"v1"}, requeue: drainActionInterval},
+			want: drainWant{work: []string{"Cancel v1 20"}, events: []string{EventCancelPinned}, overdue: 50, pinned: 50, list: []string{"v1"}, requeue: drain.ActionInterval},
 		},
 		"rate limit: no action within drainActionInterval of the last": {
 			in: with(base(), drainingV1, cancel, listed("v1", runs(50, "a")),
@@ -343,26 +344,6 @@ func TestDrainNewDrainStartsCountingAgain(t *testing.T) {
 	}
 }
 
-func TestDrainRecordDone(t *testing.T) {
-	r := DrainRecord{BuildID: "v1"}
-	r = r.Done(DrainOpCancel, runs(60, "a"), t0)
-	r = r.Done(DrainOpTerminate, runs(60, "b"), t0)
-	r = r.Done(DrainOpSignal, runs(2, "c"), t0.Add(time.Second))
-	if r.CancelRequested != 60 || r.Terminated != 60 || r.Signalled != 2 || !r.LastActionAt.Equal(t0.Add(time.Second)) {
-		t.Fatalf("counts = %+v", r)
-	}
-	if len(r.StoppedRuns) != maxHandledRuns || r.StoppedRuns[maxHandledRuns-1] != RunKey("b-run-59") || r.StoppedRuns[0] != RunKey("a-run-20") {
-		t.Fatalf("StoppedRuns keeps the newest %d: %d, first %s", maxHandledRuns, len(r.StoppedRuns), r.StoppedRuns[0])
-	}
-	if len(r.SignalledRuns) != 2 {
-		t.Fatalf("SignalledRuns = %v", r.SignalledRuns)
-	}
-	same := r.Done(DrainOpCancel, nil, t0.Add(time.Hour))
-	if !reflect.DeepEqual(same, r) {
-		t.Fatalf("nothing done changed the record")
-	}
-}
-
 // TestDrainPending: runs beyond the pass's budget are pending, and the
 // next listing comes as soon as the rate limit allows.
 func TestDrainPending(t *testing.T) {
@@ -371,22 +352,22 @@ func TestDrainPending(t *testing.T) {
 	})
 	res := Plan(in)
 	r := drainOf(res, "v1")
-	if r == nil || r.Pending != 130 || r.Overdue != 150 || len(res.DrainWork) != 1 || len(res.DrainWork[0].Runs) != maxDrainActionsPerPass {
+	if r == nil || r.Pending != 130 || r.Overdue != 150 || len(res.DrainWork) != 1 || len(res.DrainWork[0].Runs) != drain.MaxActionsPerPass {
 		t.Fatalf("record %+v, work %+v", r, res.DrainWork)
 	}
-	if res.RequeueAfter != drainActionInterval {
-		t.Fatalf("RequeueAfter = %s, want %s", res.RequeueAfter, drainActionInterval)
+	if res.RequeueAfter != drain.ActionInterval {
+		t.Fatalf("RequeueAfter = %s, want %s", res.RequeueAfter, drain.ActionInterval)
 	}
-	// The executor records what it did; drainActionInterval later the
+	// The executor records what it did; drain.ActionInterval later the
 	// rest is listed.
 	done := r.Done(DrainOpTerminate, res.DrainWork[0].Runs, t0)
 	next := with(in, func(in *Input) {
-		in.Now, in.Pinned, in.Drains = t0.Add(drainActionInterval), nil, []DrainRecord{done}
+		in.Now, in.Pinned, in.Drains = t0.Add(drain.ActionInterval), nil, []DrainRecord{done}
 	})
 	if got := DrainVersionsToList(next); !reflect.DeepEqual(got, []string{"v1"}) {
 		t.Fatalf("DrainVersionsToList after the first batch = %v", got)
 	}
-	next.Now = t0.Add(drainActionInterval - time.Second)
+	next.Now = t0.Add(drain.ActionInterval - time.Second)
 	if got := DrainVersionsToList(next); got != nil {
 		t.Fatalf("DrainVersionsToList within the rate limit = %v", got)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/planner/drain"
 )
 
 // Plan decides what to do next. It is pure: the same Input gives the same
@@ -28,7 +29,7 @@ func Plan(in Input) Result {
 		planOwned(v, p)
 		p.res.State = prog.state.exported()
 		p.res.Ready, p.res.Progressing = conditions(prog)
-		p.res.Versions = withDrain(versions(v), keptDrains(v))
+		p.res.Versions = withDrain(versions(v), drain.Kept(in.Drains))
 		p.res.RequeueAfter = p.requeueAfter()
 		return p.res
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/planner/drain"
 )
 
 // planSunset retires versions other than the target once Temporal says they
@@ -33,7 +34,7 @@ func sunsetDeployment(v *view, p *plan, d Deployment) {
 			// A summary stuck on draining keeps workers running until
 			// the cross-check; look when it falls due, not up to a
 			// draining poll later.
-			if due, ok := drainageCrossCheckAt(v.tvs[d.BuildID], v.in.Temporal); ok {
+			if due, ok := drain.CrossCheckAt(summary(v.tvs[d.BuildID], v.in.Temporal)); ok {
 				p.afterDeadline(v.now(), due)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/planner/drain"
 )
 
 // Input is everything Plan decides from: the spec, what Kubernetes and
@@ -598,10 +599,9 @@ const (
 	EventTerminateGate    = "TerminateGate"
 	EventDeleteVersion    = "DeleteVersion"
 	EventSyncConnection   = "UpdateConnection"
-	EventCancelPinned     = "CancelPinnedWorkflows"
-	EventTerminatePinned  = "TerminatePinnedWorkflows"
-	EventSignalPinned     = "SignalPinnedWorkflows"
-	// EventDrainDeadlinePassed reports, under DryRun, the pinned workflows
-	// open past spec.sunset.maxDrainDuration (when their count changes).
-	EventDrainDeadlinePassed = "DrainDeadlinePassed"
+	EventCancelPinned     = drain.EventCancelPinned
+	EventTerminatePinned  = drain.EventTerminatePinned
+	EventSignalPinned     = drain.EventSignalPinned
+	// EventDrainDeadlinePassed: drain.EventDrainDeadlinePassed.
+	EventDrainDeadlinePassed = drain.EventDrainDeadlinePassed
 )

@@ -24,7 +24,7 @@ import (
 
 // crossCheckAfter is how long the controller trusts a summary that shows a
 // version draining before it describes the version itself
-// (planner.drainageCrossCheckAfter).
+// (drain.drainageCrossCheckAfter in internal/planner/drain).
 const crossCheckAfter = 5 * time.Minute
 
 // TestStaleDrainageSummary replays the stale summary seen under load in the

@@ -1,4 +1,4 @@
-package planner
+package drain
 
 import (
 	"time"
@@ -34,59 +34,63 @@ type OwnDrainage struct {
 	DrainingSince time.Time
 }
 
-// episodeDrainage is tv's own report if it was made in the draining episode
+// Summary is a version as the worker deployment's summary reports it,
+// with the version's own report where one was made.
+type Summary struct {
+	BuildID string
+	// Status is the summary's.
+	Status v1alpha1.VersionStatus
+	// Routed: the routing config makes it current or ramping.
+	Routed        bool
+	DrainingSince *time.Time
+	Own           *OwnDrainage
+}
+
+// episodeDrainage is s's own report if it was made in the draining episode
 // the summary shows now; a version routed and left again starts afresh.
-func episodeDrainage(tv TemporalVersion) *OwnDrainage {
-	o := tv.OwnDrainage
-	if o == nil || tv.DrainingSince == nil || !tv.DrainingSince.Equal(o.DrainingSince) {
+func episodeDrainage(s Summary) *OwnDrainage {
+	o := s.Own
+	if o == nil || s.DrainingSince == nil || !s.DrainingSince.Equal(o.DrainingSince) {
 		return nil
 	}
 	return o
 }
 
-// DrainageToCrossCheck lists the versions to describe themselves because the
+// ToCrossCheck lists the versions to describe themselves because the
 // summary has shown them draining for long: not routed, draining since
 // drainageCrossCheckAfter at least, and not cross-checked in the last
 // drainageCrossCheckEvery.
-func DrainageToCrossCheck(in Input) []string {
-	t := in.Temporal
-	if t == nil {
-		return nil
-	}
+func ToCrossCheck(now time.Time, summaries []Summary) []string {
 	var out []string
-	for _, tv := range t.Versions {
-		if due, ok := drainageCrossCheckAt(tv, t); ok && !in.Now.Before(due) {
-			out = append(out, tv.BuildID)
+	for _, s := range summaries {
+		if due, ok := CrossCheckAt(s); ok && !now.Before(due) {
+			out = append(out, s.BuildID)
 		}
 	}
 	return out
 }
 
-// drainageCrossCheckAt is when tv's summary is next cross-checked, if it is
-// a draining version that is not routed.
-func drainageCrossCheckAt(tv TemporalVersion, t *TemporalState) (time.Time, bool) {
-	b := tv.BuildID
-	if b == t.CurrentBuildID || b == t.RampingBuildID || tv.Status != v1alpha1.VersionDraining || tv.DrainingSince == nil {
+// CrossCheckAt is when s is next cross-checked, if it is a draining
+// version that is not routed.
+func CrossCheckAt(s Summary) (time.Time, bool) {
+	if s.Routed || s.Status != v1alpha1.VersionDraining || s.DrainingSince == nil {
 		return time.Time{}, false
 	}
-	due := tv.DrainingSince.Add(drainageCrossCheckAfter)
-	if o := episodeDrainage(tv); o != nil && o.CheckedAt.Add(drainageCrossCheckEvery).After(due) {
+	due := s.DrainingSince.Add(drainageCrossCheckAfter)
+	if o := episodeDrainage(s); o != nil && o.CheckedAt.Add(drainageCrossCheckEvery).After(due) {
 		due = o.CheckedAt.Add(drainageCrossCheckEvery)
 	}
 	return due, true
 }
 
-// withOwnDrainage takes a version's own report of drained over the
-// summary's draining, in the same draining episode. Only that direction: a
-// version the summary calls drained, or that is routed, stays as the
-// summary and routing say.
-func withOwnDrainage(tv TemporalVersion, t *TemporalState) TemporalVersion {
-	o := episodeDrainage(tv)
-	if o == nil || !o.Drained || tv.Status != v1alpha1.VersionDraining || tv.BuildID == t.CurrentBuildID || tv.BuildID == t.RampingBuildID {
-		return tv
+// OwnDrained says since when the version's own report of drained wins
+// over the summary's draining: in the same draining episode only. Only
+// that direction: a version the summary calls drained, or that is routed,
+// stays as the summary and routing say.
+func OwnDrained(s Summary) (time.Time, bool) {
+	o := episodeDrainage(s)
+	if o == nil || !o.Drained || s.Status != v1alpha1.VersionDraining || s.Routed {
+		return time.Time{}, false
 	}
-	tv.Status = v1alpha1.VersionDrained
-	since := o.ChangedAt
-	tv.DrainedSince = &since
-	return tv
+	return o.ChangedAt, true
 }

@@ -1,0 +1,366 @@
+package drain
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+)
+
+// FuzzDrain checks on arbitrary inputs that the drain only acts on
+// workflows it may: of a version that drains (never the target, a
+// current, ramping or unknown one, nor while another identity manages
+// the worker deployment), runs this pass listed and not acted on before,
+// past the deadline for the ends, within the rate limit.
+func FuzzDrain(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte("drain deadline and nudge"))
+	f.Add([]byte{7, 1, 2, 3, 255, 254, 0, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 1, 3, 5, 7, 9, 11, 13, 200, 100, 50, 25})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		in := fuzzInput(data)
+		res := Plan(in)
+		for _, err := range drainViolations(in, res) {
+			t.Error(err)
+		}
+		if !reflect.DeepEqual(res, Plan(fuzzInput(data))) {
+			t.Error("Plan is not deterministic")
+		}
+		if !reflect.DeepEqual(in, fuzzInput(data)) {
+			t.Error("Plan modified its input")
+		}
+	})
+}
+
+// FuzzCrossCheck checks that a version's own drained report is believed
+// only when it is current: made in the draining episode the summary shows,
+// saying drained, for a version the summary calls draining and nobody
+// routes to; and that only such versions are cross-checked, once due.
+func FuzzCrossCheck(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte("stale summary"))
+	f.Add([]byte{1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		now, ss := fuzzSummaries(data)
+		for _, err := range crossCheckViolations(now, ss) {
+			t.Error(err)
+		}
+	})
+}
+
+// TestDrainRandom runs the invariants on many generated inputs as part of
+// the normal test run.
+func TestDrainRandom(t *testing.T) {
+	data := make([]byte, 96)
+	x := uint32(88172645)
+	acted, believed := 0, 0
+	for n := 0; n < 20000; n++ {
+		fillRandom(data, &x)
+		in := fuzzInput(data)
+		res := Plan(in)
+		for _, err := range drainViolations(in, res) {
+			t.Fatalf("input %x: %v", data, err)
+		}
+		if len(res.Work) > 0 {
+			acted++
+		}
+		now, ss := fuzzSummaries(data)
+		for _, err := range crossCheckViolations(now, ss) {
+			t.Fatalf("input %x: %v", data, err)
+		}
+		for _, s := range ss {
+			if _, ok := OwnDrained(s); ok {
+				believed++
+			}
+		}
+	}
+	if acted < 100 || believed < 100 {
+		t.Fatalf("of 20000 inputs, %d planned work and %d believed an own report: the generator misses the interesting cases", acted, believed)
+	}
+}
+
+func fillRandom(data []byte, x *uint32) {
+	for i := range data {
+		*x ^= *x << 13
+		*x ^= *x >> 17
+		*x ^= *x << 5
+		data[i] = byte(*x)
+	}
+}
+
+// byteSource reads choices from fuzz data, then zeros.
+type byteSource struct{ b []byte }
+
+func (s *byteSource) next() byte {
+	if len(s.b) == 0 {
+		return 0
+	}
+	c := s.b[0]
+	s.b = s.b[1:]
+	return c
+}
+
+func (s *byteSource) intn(n int) int { return int(s.next()) % n }
+
+func pick[T any](s *byteSource, xs ...T) T { return xs[s.intn(len(xs))] }
+
+// offset is a time around t0: seconds to days before, a little after.
+func (s *byteSource) offset() time.Duration {
+	return pick(s, -72*time.Hour, -2*time.Hour, -time.Hour, -10*time.Minute, -5*time.Minute, -time.Minute,
+		-10*time.Second, -5*time.Second, 0, 300*time.Millisecond, time.Minute)
+}
+
+func (s *byteSource) maybeTime() *time.Time {
+	if s.intn(3) == 0 {
+		return nil
+	}
+	t := t0.Add(s.offset())
+	return &t
+}
+
+var (
+	fuzzBuilds   = []string{"v0", "v1", "v2", "v3"}
+	fuzzRunIDs   = []string{"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "", "r0"}
+	fuzzStatuses = []v1alpha1.VersionStatus{v1alpha1.VersionDraining, v1alpha1.VersionDraining, v1alpha1.VersionCurrent,
+		v1alpha1.VersionRamping, v1alpha1.VersionDrained, v1alpha1.VersionInactive, v1alpha1.VersionUnknown, v1alpha1.VersionNotRegistered}
+)
+
+func fuzzInput(data []byte) Input {
+	s := &byteSource{b: data}
+	in := Input{
+		Now: t0, Known: s.intn(5) != 0, Target: pick(s, fuzzBuilds...), OtherManager: s.intn(5) == 0,
+		DeploymentName: "wd", Namespace: "ns", Name: "twd",
+		Spec: Spec{
+			MaxDuration: pick(s, 0, time.Minute, time.Hour, 24*time.Hour),
+			Action:      pick[v1alpha1.DrainAction](s, "", v1alpha1.DrainDryRun, v1alpha1.DrainCancel, v1alpha1.DrainTerminate, v1alpha1.DrainCancel),
+			Signal:      pick(s, "", "nudge", "nudge"),
+		},
+	}
+	runs := func() []Run {
+		var out []Run
+		for n := s.intn(6); n > 0; n-- {
+			id := pick(s, fuzzRunIDs...)
+			out = append(out, Run{WorkflowID: "wf-" + id, RunID: id})
+		}
+		return out
+	}
+	keys := func() []string {
+		var out []string
+		for n := s.intn(4); n > 0; n-- {
+			out = append(out, RunKey(pick(s, fuzzRunIDs...)))
+		}
+		return out
+	}
+	for _, b := range fuzzBuilds {
+		if s.intn(5) != 0 {
+			in.Versions = append(in.Versions, Version{BuildID: b, Status: pick(s, fuzzStatuses...), DrainingSince: s.maybeTime()})
+		}
+		if s.intn(3) != 0 {
+			rs := runs()
+			in.Listings = append(in.Listings, Listing{BuildID: b, Count: len(rs) + pick(s, 0, 0, 1, 200), Runs: rs})
+		}
+		if s.intn(2) == 0 {
+			in.Records = append(in.Records, Record{
+				BuildID: b, DrainingSince: s.maybeTime(), SeenAt: s.maybeTime(), ListedAt: s.maybeTime(),
+				LastActionAt: pick(s, nil, ptr(t0.Add(-5*time.Second)), ptr(t0.Add(-time.Minute))),
+				Overdue:      s.intn(3), Pending: s.intn(3), StoppedRuns: keys(), SignalledRuns: keys(),
+			})
+		}
+	}
+	if s.intn(3) == 0 {
+		// Many runs, for the rate limit.
+		for i := range 30 {
+			in.Listings = append(in.Listings, Listing{BuildID: pick(s, fuzzBuilds...), Count: 1, Runs: []Run{{WorkflowID: "many", RunID: fmt.Sprint("m", i)}}})
+		}
+	}
+	return in
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// drainViolations restates, from the input alone, what the drain may do.
+func drainViolations(in Input, r Result) []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	version := func(b string) (Version, bool) {
+		for _, v := range in.Versions {
+			if v.BuildID == b {
+				return v, true
+			}
+		}
+		return Version{}, false
+	}
+	record := func(b string) Record {
+		for _, d := range in.Records {
+			if d.BuildID == b {
+				return d
+			}
+		}
+		return Record{}
+	}
+	mayDrain := func(b string) (Version, string) {
+		v, ok := version(b)
+		switch {
+		case !in.Known:
+			return v, "Temporal's state is unknown"
+		case b == in.Target:
+			return v, "it is the target"
+		case !ok || v.Status != v1alpha1.VersionDraining:
+			return v, fmt.Sprintf("it is %q, not draining", v.Status)
+		case v.DrainingSince == nil:
+			return v, "Temporal does not say since when it drains"
+		case in.OtherManager:
+			return v, "another identity manages the worker deployment"
+		}
+		return v, ""
+	}
+	on := in.Spec.Action != "" || in.Spec.Signal != ""
+	for _, b := range ToList(in) {
+		if _, why := mayDrain(b); why != "" {
+			bad("listed the pinned workflows of %s, but %s", b, why)
+		}
+		if !on {
+			bad("listed %s without a drain deadline or signal", b)
+		}
+	}
+	if !in.Known && !reflect.DeepEqual(r.Records, Kept(in.Records)) {
+		bad("records changed while Temporal's state is unknown")
+	}
+	for b := range r.Records {
+		if v, _ := version(b); in.Known && (v.Status == v1alpha1.VersionCurrent || v.Status == v1alpha1.VersionRamping) {
+			bad("kept a drain record for %s, which is %s", b, v.Status)
+		}
+	}
+
+	total := 0
+	seen := map[Op]map[string]bool{}
+	for _, w := range r.Work {
+		v, why := mayDrain(w.BuildID)
+		if why != "" {
+			bad("%s on the pinned workflows of %s, but %s", w.Op, w.BuildID, why)
+			continue
+		}
+		// The deadline counts from the later of Temporal's time and the
+		// controller's first sight of this drain.
+		from := v.DrainingSince.Truncate(time.Second)
+		if rec := record(w.BuildID); rec.DrainingSince != nil && rec.DrainingSince.Equal(from) {
+			if rec.SeenAt != nil && rec.SeenAt.After(from) {
+				from = *rec.SeenAt
+			}
+		} else if seen := in.Now.Truncate(time.Second); seen.After(from) {
+			from = seen
+		}
+		pastDeadline := in.Spec.Action != "" && !in.Now.Before(from.Add(in.Spec.MaxDuration))
+		stopping := in.Spec.Action == v1alpha1.DrainCancel || in.Spec.Action == v1alpha1.DrainTerminate
+		var done []string
+		switch w.Op {
+		case OpCancel, OpTerminate:
+			if string(in.Spec.Action) != string(w.Op) || !pastDeadline {
+				bad("%s on %s with drainAction %q, past the deadline: %v", w.Op, w.BuildID, in.Spec.Action, pastDeadline)
+			}
+			if w.Reason == "" {
+				bad("%s on %s without a reason for the history", w.Op, w.BuildID)
+			}
+			done = record(w.BuildID).StoppedRuns
+		case OpSignal:
+			if w.Signal == "" || w.Signal != in.Spec.Signal || (pastDeadline && stopping) {
+				bad("signal %q to %s with spec signal %q, past a deadline that stops: %v", w.Signal, w.BuildID, in.Spec.Signal, pastDeadline && stopping)
+			}
+			done = record(w.BuildID).SignalledRuns
+		default:
+			bad("unknown drain op %q", w.Op)
+		}
+		var listing []Run
+		for _, l := range in.Listings {
+			if l.BuildID == w.BuildID {
+				listing = l.Runs
+				break
+			}
+		}
+		if seen[w.Op] == nil {
+			seen[w.Op] = map[string]bool{}
+		}
+		for _, run := range w.Runs {
+			switch {
+			case !slices.Contains(listing, run):
+				bad("%s on run %+v, which this pass did not list for %s", w.Op, run, w.BuildID)
+			case slices.Contains(done, RunKey(run.RunID)):
+				bad("%s on run %s again", w.Op, run.RunID)
+			case seen[w.Op][run.RunID]:
+				bad("%s twice on run %s in one pass", w.Op, run.RunID)
+			}
+			seen[w.Op][run.RunID] = true
+		}
+		total += len(w.Runs)
+	}
+	if total > MaxActionsPerPass {
+		bad("%d workflow actions in one pass, more than %d", total, MaxActionsPerPass)
+	}
+	if total > 0 {
+		for _, d := range in.Records {
+			if d.LastActionAt != nil && in.Now.Before(d.LastActionAt.Add(ActionInterval)) {
+				bad("acted on workflows %s after the last action, within %s", in.Now.Sub(*d.LastActionAt), ActionInterval)
+			}
+		}
+	}
+	if r.RequeueAfter < 0 {
+		bad("RequeueAfter %s is negative", r.RequeueAfter)
+	}
+	return errs
+}
+
+func fuzzSummaries(data []byte) (time.Time, []Summary) {
+	s := &byteSource{b: data}
+	var out []Summary
+	for _, b := range fuzzBuilds {
+		sum := Summary{BuildID: b, Status: pick(s, fuzzStatuses...), Routed: s.intn(4) == 0, DrainingSince: s.maybeTime()}
+		if s.intn(3) != 0 {
+			o := &OwnDrainage{Drained: s.intn(3) != 0, ChangedAt: t0.Add(s.offset()), CheckedAt: t0.Add(s.offset()), DrainingSince: t0.Add(s.offset())}
+			if sum.DrainingSince != nil && s.intn(3) != 0 {
+				o.DrainingSince = *sum.DrainingSince
+			}
+			sum.Own = o
+		}
+		out = append(out, sum)
+	}
+	return t0, out
+}
+
+// crossCheckViolations restates when an own report wins and when a
+// version is cross-checked.
+func crossCheckViolations(now time.Time, ss []Summary) []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	sameEpisode := func(s Summary) bool {
+		return s.Own != nil && s.DrainingSince != nil && s.DrainingSince.Equal(s.Own.DrainingSince)
+	}
+	for _, s := range ss {
+		since, ok := OwnDrained(s)
+		switch {
+		case !ok:
+		case s.Own == nil || !s.Own.Drained:
+			bad("%s believed drained without its own drained report", s.BuildID)
+		case !sameEpisode(s):
+			bad("%s believed drained on a report from another draining episode", s.BuildID)
+		case s.Routed || s.Status != v1alpha1.VersionDraining:
+			bad("%s believed drained over a summary that says %s (routed: %v)", s.BuildID, s.Status, s.Routed)
+		case !since.Equal(s.Own.ChangedAt):
+			bad("%s drained since %s, not its own report's %s", s.BuildID, since, s.Own.ChangedAt)
+		}
+	}
+	for _, b := range ToCrossCheck(now, ss) {
+		i := slices.IndexFunc(ss, func(s Summary) bool { return s.BuildID == b })
+		s := ss[i]
+		switch {
+		case s.Routed || s.Status != v1alpha1.VersionDraining || s.DrainingSince == nil:
+			bad("cross-checked %s, which the summary calls %s (routed: %v, draining since %v)", b, s.Status, s.Routed, s.DrainingSince)
+		case now.Before(s.DrainingSince.Add(drainageCrossCheckAfter)):
+			bad("cross-checked %s, draining only %s", b, now.Sub(*s.DrainingSince))
+		case sameEpisode(s) && now.Before(s.Own.CheckedAt.Add(drainageCrossCheckEvery)):
+			bad("cross-checked %s again %s after the last check", b, now.Sub(s.Own.CheckedAt))
+		}
+	}
+	return errs
+}
