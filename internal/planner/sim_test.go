@@ -2,6 +2,8 @@ package planner
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -85,12 +87,12 @@ func (w *simWorld) settle() {
 
 func (w *simWorld) input() Input {
 	in := Input{Now: w.now, Identity: me, DeploymentName: "default/worker", Spec: w.spec}
-	for _, b := range sortedKeys(w.deps) {
+	for _, b := range slices.Sorted(maps.Keys(w.deps)) {
 		d := *w.deps[b]
 		in.Deployments = append(in.Deployments, d)
 	}
 	ts := w.temporal
-	for _, b := range sortedKeys(w.versions) {
+	for _, b := range slices.Sorted(maps.Keys(w.versions)) {
 		ts.Versions = append(ts.Versions, *w.versions[b])
 	}
 	in.Temporal = &ts

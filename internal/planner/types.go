@@ -65,41 +65,6 @@ type Input struct {
 	Pinned []PinnedListing
 }
 
-// OwnedResource is a TemporalWorkerOwnedResource naming the TWD.
-type OwnedResource struct {
-	Name       string
-	Generation int64
-	// Object is spec.object decoded; nil when it is not a JSON object.
-	Object map[string]any
-	// Deleting: it has a deletion timestamp.
-	Deleting bool
-	// Adopted: it has the cleanup finalizer and the TWD as its controller.
-	Adopted bool
-	// Finalized: it has the cleanup finalizer.
-	Finalized bool
-	// Copies are the copies its status records. Anyone who may write the
-	// status may write them: they say what to look at, never what is ours.
-	Copies []OwnedCopy
-	// ClusterScoped: the API server serves spec.object's kind as a
-	// cluster-scoped one (false when the kind is unknown).
-	ClusterScoped bool
-}
-
-// OwnedCopy is one version's copy of an owned resource.
-type OwnedCopy struct {
-	BuildID    string
-	APIVersion string
-	Kind       string
-	// Name is empty when no copy was ever attempted.
-	Name string
-	// Applied: the last apply of this copy succeeded.
-	Applied    bool
-	Generation int64
-	Hash       string
-	// AppliedAt is when it was last applied; zero if never.
-	AppliedAt time.Time
-}
-
 // Server identifies a Temporal server as the workers see it.
 type Server struct {
 	// Address is the host:port the workers are given.
@@ -384,43 +349,6 @@ func (r Result) Acts() bool {
 	return r.CreateDeployment != nil || r.UpdateDeployment != nil || len(r.Scale) > 0 || len(r.DeleteDeployments) > 0 ||
 		len(r.SyncDeployments) > 0 || r.BecomeManager || r.Routing != nil || len(r.DeleteTemporalVersions) > 0 || r.StartGate != nil || r.CancelGate != nil ||
 		r.TerminateGate != nil || r.DeleteWorkerDeployment || r.RemoveFinalizer || len(r.OwnedResources) > 0 || len(r.DrainWork) > 0
-}
-
-// OwnedResourceWork is what to do for one owned resource.
-type OwnedResourceWork struct {
-	Name string
-	// Adopt adds the cleanup finalizer and the TWD as controller.
-	Adopt bool
-	// Apply are copies to server-side apply.
-	Apply []OwnedApply
-	// Delete are copies to delete: of sunset versions, of an earlier kind
-	// or name, or of a deleted owned resource.
-	Delete []OwnedCopy
-	// RemoveFinalizer once every Delete succeeded.
-	RemoveFinalizer bool
-}
-
-// OwnedApply is one copy to apply. Object is complete: name, namespace,
-// labels and the owner reference to the version's Deployment.
-type OwnedApply struct {
-	Copy   OwnedCopy
-	Object map[string]any
-}
-
-// OwnedResourceStatus is an owned resource's status.versions, by build ID.
-type OwnedResourceStatus struct {
-	Name       string
-	Generation int64
-	Versions   []OwnedVersion
-}
-
-// OwnedVersion is the copy of one version, or why there is none.
-type OwnedVersion struct {
-	Copy OwnedCopy
-	// Error says why it could not be rendered; the previous copy stays.
-	Error string
-	// Deleting: the version no longer runs and its copy is deleted.
-	Deleting bool
 }
 
 // CreateDeployment creates the target's Deployment.
