@@ -76,3 +76,10 @@ func conditions(p progress) (ready, progressing Condition) {
 			Condition{Status: metav1.ConditionTrue, Reason: p.reason, Message: p.message}
 	}
 }
+
+// Condition is the Status, Reason and Message of a metav1.Condition.
+type Condition struct {
+	Status  metav1.ConditionStatus
+	Reason  string
+	Message string
+}

@@ -88,3 +88,22 @@ func planSync(v *view, p *plan) {
 		}
 	}
 }
+
+// Server identifies a Temporal server as the workers see it.
+type Server struct {
+	// Address is the host:port the workers are given.
+	Address string
+	// NamespaceID is the Temporal namespace's ID there, "" when unknown.
+	// Two addresses of one server share it; two servers never do.
+	NamespaceID string
+}
+
+// SyncDeployment re-applies the connection (address, credentials, the
+// namespace ID annotation) and the spec's minReadySeconds and
+// progressDeadlineSeconds to a version's Deployment. The build ID stays.
+type SyncDeployment struct {
+	Name    string
+	BuildID string
+	// Roll: the pod template changes, so its pods restart.
+	Roll bool
+}

@@ -143,3 +143,49 @@ func gateEnding(v *view) (progress, bool) {
 		"waiting for the gate workflow on version %s to end (%s) before deleting worker deployment %s from Temporal",
 		run.BuildID, endingNote(run), v.deploymentName())), true
 }
+
+// GatePhase is the state of a gate workflow run.
+type GatePhase string
+
+const (
+	GateRunning   GatePhase = "Running"
+	GateSucceeded GatePhase = "Succeeded"
+	GateFailed    GatePhase = "Failed"
+	// GateCancelled: the run was cancelled because its version stopped
+	// being the target, or it ended otherwise than completing after its
+	// cancellation was requested (terminated, say): no verdict.
+	GateCancelled GatePhase = "Cancelled"
+)
+
+// GateRun is a gate workflow run pinned to BuildID.
+type GateRun struct {
+	BuildID string
+	Phase   GatePhase
+	Message string
+	// StartedAt is when a running gate started; zero if unknown.
+	StartedAt time.Time
+	// CancelRequestedAt is when the controller requested the cancellation
+	// of this still running run (status.gate.cancelRequestedAt); zero if
+	// it did not.
+	CancelRequestedAt time.Time
+}
+
+// StartGate starts the gate workflow pinned to BuildID.
+type StartGate struct {
+	BuildID      string
+	WorkflowType string
+}
+
+// CancelGate cancels the gate workflow run of BuildID.
+type CancelGate struct {
+	BuildID string
+	// Reason says why nobody needs the run any more.
+	Reason string
+}
+
+// TerminateGate terminates the gate workflow run of BuildID.
+type TerminateGate struct {
+	BuildID string
+	// Reason goes into the run's history.
+	Reason string
+}

@@ -194,3 +194,16 @@ func (p *plan) scale(d Deployment, replicas int32, why ScaleReason, reason, msg 
 	p.res.Scale = append(p.res.Scale, Scale{Name: d.Name, BuildID: d.BuildID, Replicas: replicas, Reason: why})
 	p.event(EventNormal, reason, msg)
 }
+
+// Event types, as in corev1.
+const (
+	EventNormal  = "Normal"
+	EventWarning = "Warning"
+)
+
+// Event is one Kubernetes event to record on the TWD.
+type Event struct {
+	Type    string
+	Reason  string
+	Message string
+}

@@ -209,3 +209,9 @@ func firstStepAbove(steps []Step, pct int32) int {
 	}
 	return -1
 }
+
+// Step is one ramp of a Progressive rollout.
+type Step struct {
+	RampPercentage int32
+	Pause          time.Duration
+}

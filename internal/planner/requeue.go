@@ -92,3 +92,14 @@ func (p *plan) requeueAfter() time.Duration {
 	}
 	return d
 }
+
+// PersonWait is what a person must change in Temporal for a plan to move.
+type PersonWait string
+
+const (
+	// WaitRouting: a routing change (a Manual promotion, undoing someone
+	// else's change); the namespace's worker deployment list shows it.
+	WaitRouting PersonWait = "Routing"
+	// WaitManager: the manager role handed back; only a describe shows it.
+	WaitManager PersonWait = "Manager"
+)

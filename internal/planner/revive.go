@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 )
@@ -81,4 +82,19 @@ func waiting(v *view, build string) string {
 		return fmt.Sprintf("%d task(s) of its pinned workflows wait in its task queues", *b)
 	}
 	return fmt.Sprintf("%d task(s) wait in its task queues", *b)
+}
+
+// Revival is a revived version's record for status (the executor counts
+// the revivals).
+type Revival struct {
+	At time.Time
+	// FromReplicas is the Deployment's replicas found (someone else's zero).
+	FromReplicas int32
+	Replicas     int32
+	// Status is the version's status in Temporal.
+	Status v1alpha1.VersionStatus
+	// Backlog is the tasks that waited, nil when not read.
+	Backlog *int64
+	// Message says why.
+	Message string
 }

@@ -357,3 +357,21 @@ func targetIsCurrent(v *view, p *plan) progress {
 	}
 	return rolloutComplete(msg + fmt.Sprintf("; version %s ramps %d%% (set by %q)", other, t.RampPercentage, t.LastModifierIdentity))
 }
+
+// CreateDeployment creates the target's Deployment.
+type CreateDeployment struct {
+	BuildID  string
+	Replicas int32
+}
+
+// UpdateDeployment brings the target's Deployment to the spec's template.
+type UpdateDeployment struct {
+	Name    string
+	BuildID string
+	// HashOnly: only record the template hash, without touching the pod
+	// template (a Deployment made before hashes were recorded must not
+	// restart its pods for that alone).
+	HashOnly bool
+	// Message says why the template is updated, for status and the Event.
+	Message string
+}

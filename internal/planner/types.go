@@ -3,8 +3,6 @@ package planner
 import (
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/internal/planner/drain"
 )
@@ -65,15 +63,6 @@ type Input struct {
 	Pinned []PinnedListing
 }
 
-// Server identifies a Temporal server as the workers see it.
-type Server struct {
-	// Address is the host:port the workers are given.
-	Address string
-	// NamespaceID is the Temporal namespace's ID there, "" when unknown.
-	// Two addresses of one server share it; two servers never do.
-	NamespaceID string
-}
-
 // Deletion is a deletion request and what spec.deletion asks of it.
 type Deletion struct {
 	// Object is the TWD's "namespace/name", for the commands messages give.
@@ -116,12 +105,6 @@ type Spec struct {
 	GeneratedBuildID string
 	// Drain is the drain deadline and the continue-as-new signal.
 	Drain DrainSpec
-}
-
-// Step is one ramp of a Progressive rollout.
-type Step struct {
-	RampPercentage int32
-	Pause          time.Duration
 }
 
 // Deployment is one versioned Kubernetes Deployment.
@@ -231,43 +214,6 @@ type TemporalVersion struct {
 // mayHavePollers: a worker may still poll the version, or nobody asked.
 func (tv TemporalVersion) mayHavePollers() bool { return !tv.Described || tv.HasPollers }
 
-// PersonWait is what a person must change in Temporal for a plan to move.
-type PersonWait string
-
-const (
-	// WaitRouting: a routing change (a Manual promotion, undoing someone
-	// else's change); the namespace's worker deployment list shows it.
-	WaitRouting PersonWait = "Routing"
-	// WaitManager: the manager role handed back; only a describe shows it.
-	WaitManager PersonWait = "Manager"
-)
-
-// GatePhase is the state of a gate workflow run.
-type GatePhase string
-
-const (
-	GateRunning   GatePhase = "Running"
-	GateSucceeded GatePhase = "Succeeded"
-	GateFailed    GatePhase = "Failed"
-	// GateCancelled: the run was cancelled because its version stopped
-	// being the target, or it ended otherwise than completing after its
-	// cancellation was requested (terminated, say): no verdict.
-	GateCancelled GatePhase = "Cancelled"
-)
-
-// GateRun is a gate workflow run pinned to BuildID.
-type GateRun struct {
-	BuildID string
-	Phase   GatePhase
-	Message string
-	// StartedAt is when a running gate started; zero if unknown.
-	StartedAt time.Time
-	// CancelRequestedAt is when the controller requested the cancellation
-	// of this still running run (status.gate.cancelRequestedAt); zero if
-	// it did not.
-	CancelRequestedAt time.Time
-}
-
 // Problem is a reason and message for a condition.
 type Problem struct {
 	Reason  string
@@ -351,24 +297,6 @@ func (r Result) Acts() bool {
 		r.TerminateGate != nil || r.DeleteWorkerDeployment || r.RemoveFinalizer || len(r.OwnedResources) > 0 || len(r.DrainWork) > 0
 }
 
-// CreateDeployment creates the target's Deployment.
-type CreateDeployment struct {
-	BuildID  string
-	Replicas int32
-}
-
-// UpdateDeployment brings the target's Deployment to the spec's template.
-type UpdateDeployment struct {
-	Name    string
-	BuildID string
-	// HashOnly: only record the template hash, without touching the pod
-	// template (a Deployment made before hashes were recorded must not
-	// restart its pods for that alone).
-	HashOnly bool
-	// Message says why the template is updated, for status and the Event.
-	Message string
-}
-
 // ScaleReason says why a Deployment is scaled.
 type ScaleReason string
 
@@ -397,21 +325,6 @@ type Scale struct {
 	Revival *Revival
 }
 
-// Revival is a revived version's record for status (the executor counts
-// the revivals).
-type Revival struct {
-	At time.Time
-	// FromReplicas is the Deployment's replicas found (someone else's zero).
-	FromReplicas int32
-	Replicas     int32
-	// Status is the version's status in Temporal.
-	Status v1alpha1.VersionStatus
-	// Backlog is the tasks that waited, nil when not read.
-	Backlog *int64
-	// Message says why.
-	Message string
-}
-
 // DeleteDeployment deletes a Deployment that has been at zero for
 // DeleteDelay, or any Deployment of a TWD being deleted (Running).
 type DeleteDeployment struct {
@@ -421,16 +334,6 @@ type DeleteDeployment struct {
 	// Running: it may still have replicas; the executor refuses to delete
 	// a Deployment with replicas otherwise.
 	Running bool
-}
-
-// SyncDeployment re-applies the connection (address, credentials, the
-// namespace ID annotation) and the spec's minReadySeconds and
-// progressDeadlineSeconds to a version's Deployment. The build ID stays.
-type SyncDeployment struct {
-	Name    string
-	BuildID string
-	// Roll: the pod template changes, so its pods restart.
-	Roll bool
 }
 
 // RoutingOp is the kind of routing write.
@@ -452,26 +355,6 @@ type Routing struct {
 	RampPercentage int32  // SetRamp
 }
 
-// StartGate starts the gate workflow pinned to BuildID.
-type StartGate struct {
-	BuildID      string
-	WorkflowType string
-}
-
-// CancelGate cancels the gate workflow run of BuildID.
-type CancelGate struct {
-	BuildID string
-	// Reason says why nobody needs the run any more.
-	Reason string
-}
-
-// TerminateGate terminates the gate workflow run of BuildID.
-type TerminateGate struct {
-	BuildID string
-	// Reason goes into the run's history.
-	Reason string
-}
-
 // Version is one version as status reports it.
 type Version struct {
 	BuildID string
@@ -488,26 +371,6 @@ type Version struct {
 	// Drain is the version's drain record if every DrainWork succeeds;
 	// the executor adds what it did with DrainRecord.Done.
 	Drain *DrainRecord
-}
-
-// Condition is the Status, Reason and Message of a metav1.Condition.
-type Condition struct {
-	Status  metav1.ConditionStatus
-	Reason  string
-	Message string
-}
-
-// Event types, as in corev1.
-const (
-	EventNormal  = "Normal"
-	EventWarning = "Warning"
-)
-
-// Event is one Kubernetes event to record on the TWD.
-type Event struct {
-	Type    string
-	Reason  string
-	Message string
 }
 
 // Event reasons for actions. Warnings reuse the condition reasons.
