@@ -2,6 +2,10 @@ package planner
 
 import "time"
 
+// The waits several rules share. A rule's own timings stand next to it:
+// GateCancelGrace (gate.go), drain.ActionInterval and the listing pace
+// (drain/drain.go), the drainage cross-check (drain/crosscheck.go) and the
+// copies' resync (owned/owned.go). docs/concepts.md lists them all.
 const (
 	// requeueTemporal: waiting on something only Temporal shows (pollers,
 	// a routing write, a gate run). Nothing notifies us, so poll fast.
