@@ -5,7 +5,7 @@
 # by go test to <package>/testdata/fuzz/<target>/ and kept there: commit it,
 # and the normal `go test` runs it as a regression case from then on.
 # Writes .cache/fuzz/result.json and a log per target.
-#   FUZZ_EXECS   executions per target (default 150000; 9 targets: 1.35 million)
+#   FUZZ_EXECS   executions per target (default 150000)
 #   FUZZ_TIME    instead, how long each target runs (a Go duration: 5m)
 #   FUZZ_TARGETS space-separated target names to run (default: all)
 set -uo pipefail

@@ -8,9 +8,9 @@ import (
 
 // The worker deployment's summary of a version's drainage is a copy that
 // Temporal's version workflow sends to the deployment workflow; under load
-// the copy was seen to stay DRAINING for good while the version itself
-// reported DRAINED (docs/performance.md, docs/reliability.md), which kept
-// the version's workers forever. A version the summary has shown draining
+// it can stay DRAINING for good while the version itself reports DRAINED
+// (docs/reliability.md), which would keep the version's workers forever.
+// A version the summary has shown draining
 // for drainageCrossCheckAfter is therefore described itself, at most once
 // per drainageCrossCheckEvery.
 const (
