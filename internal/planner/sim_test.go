@@ -84,7 +84,7 @@ func (w *simWorld) settle() {
 }
 
 func (w *simWorld) input() Input {
-	in := Input{Now: w.now, Identity: me, DeploymentName: "default/worker", Spec: w.spec}
+	in := Input{Now: w.now, Identity: me, DeploymentName: "default/worker", Spec: w.spec, Server: here}
 	for _, b := range sortedKeys(w.deps) {
 		d := *w.deps[b]
 		in.Deployments = append(in.Deployments, d)
@@ -140,7 +140,7 @@ func (w *simWorld) apply(r Result) {
 		w.temporal.ManagerIdentity, w.temporal.LastModifierIdentity = me, me
 	}
 	if c := r.CreateDeployment; c != nil {
-		w.deps[c.BuildID] = &Deployment{BuildID: c.BuildID, Name: "worker-" + c.BuildID, Replicas: c.Replicas}
+		w.deps[c.BuildID] = &Deployment{BuildID: c.BuildID, Name: "worker-" + c.BuildID, Replicas: c.Replicas, Server: here}
 		w.readyAt[c.BuildID] = w.now.Add(simStartup)
 	}
 	for _, s := range r.Scale {

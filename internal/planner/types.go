@@ -37,7 +37,8 @@ type Input struct {
 	// routing change, that stands.
 	TargetShownReady bool
 	// Server is the Temporal server the TWD's connection names now; zero
-	// when the connection could not be resolved.
+	// when the connection could not be resolved, and then no Deployment is
+	// created, updated in place or synced.
 	Server Server
 	// Deletion is set once the TWD is being deleted: Plan then plans the
 	// deletion steps instead of a rollout.
@@ -367,6 +368,11 @@ type Result struct {
 	// status keeps showing the routing (current, ramping, ramp) it showed
 	// before: status promises what new workflows get.
 	RoutingPropagating bool
+	// TargetCompleted: see Report.
+	TargetCompleted bool
+	// Projected is the report once Temporal accepted Routing and
+	// DeleteTemporalVersions; nil when the plan writes neither.
+	Projected *Report
 	// OwnedResourceStatus is each owned resource's status if every apply
 	// and delete of OwnedResources succeeds; the executor records failures.
 	OwnedResourceStatus []OwnedResourceStatus

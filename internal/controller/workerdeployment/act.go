@@ -61,15 +61,20 @@ func (o *outcome) fail(err error) { o.failed = append(o.failed, err) }
 // simply repeated.
 func (r *Reconciler) act(ctx context.Context, o *observation, res planner.Result, now time.Time) outcome {
 	out := outcome{gate: o.gate}
+	if o.conn == nil && (res.CreateDeployment != nil || res.UpdateDeployment != nil || len(res.SyncDeployments) > 0) {
+		// The planner writes no Deployment without a connection (Input.Server).
+		out.fail(errors.New("internal error: the plan writes a Deployment without a resolved TemporalConnection"))
+		return out
+	}
 
-	if c := res.CreateDeployment; c != nil && o.conn != nil {
+	if c := res.CreateDeployment; c != nil {
 		err := r.createDeployment(ctx, o, c)
 		out.kubeInDoubt = out.kubeInDoubt || inDoubt(err)
 		if err != nil {
 			out.fail(err)
 		}
 	}
-	if u := res.UpdateDeployment; u != nil && o.conn != nil {
+	if u := res.UpdateDeployment; u != nil {
 		if d := o.deployments[u.BuildID]; d != nil {
 			err := r.updateTemplate(ctx, o, d, u.HashOnly)
 			r.kubeErr(&out, err)
@@ -94,7 +99,7 @@ func (r *Reconciler) act(ctx context.Context, o *observation, res planner.Result
 		}
 	}
 	for _, sy := range res.SyncDeployments {
-		if d := o.deployments[sy.BuildID]; d != nil && o.conn != nil {
+		if d := o.deployments[sy.BuildID]; d != nil {
 			r.kubeErr(&out, r.syncDeployment(ctx, o, d, sy))
 		}
 	}

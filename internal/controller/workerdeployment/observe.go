@@ -9,8 +9,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/internal/buildid"
@@ -343,19 +341,16 @@ func ownerKey(twd *v1alpha1.TemporalWorkerDeployment) string {
 	return "twd/" + twd.Namespace + "/" + twd.Name
 }
 
-// targetHadCompleted: the last status showed this target current, or
-// showed that someone else took its traffic away (which must stay so).
-// targetShownReady: status shows the target current and Ready.
-func targetShownReady(twd *v1alpha1.TemporalWorkerDeployment, target string) bool {
-	c := meta.FindStatusCondition(twd.Status.Conditions, v1alpha1.ConditionReady)
-	return c != nil && c.Status == metav1.ConditionTrue && twd.Status.CurrentVersion != nil && twd.Status.CurrentVersion.BuildID == target
+// targetHadCompleted: status records that the rollout of this target
+// completed (WorkerVersion.CompletedAt).
+func targetHadCompleted(twd *v1alpha1.TemporalWorkerDeployment, target string) bool {
+	t := twd.Status.TargetVersion
+	return t != nil && t.BuildID == target && t.CompletedAt != nil
 }
 
-func targetHadCompleted(twd *v1alpha1.TemporalWorkerDeployment, target string) bool {
-	if twd.Status.TargetVersion == nil || twd.Status.TargetVersion.BuildID != target {
-		return false
-	}
-	c := meta.FindStatusCondition(twd.Status.Conditions, v1alpha1.ConditionReady)
-	return c != nil && ((c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonRolloutComplete) ||
-		c.Reason == v1alpha1.ReasonRoutingChangedExternally)
+// targetShownReady: status shows this target current, its rollout
+// completed.
+func targetShownReady(twd *v1alpha1.TemporalWorkerDeployment, target string) bool {
+	c := twd.Status.CurrentVersion
+	return targetHadCompleted(twd, target) && c != nil && c.BuildID == target
 }
