@@ -42,7 +42,8 @@ func scaledDown(build string, d time.Duration) Deployment {
 
 // version is a registered version whose workers poll every task queue.
 func version(build string, s v1alpha1.VersionStatus) TemporalVersion {
-	tv := TemporalVersion{BuildID: build, Status: s, RegisteredAt: t0.Add(registeredAt[build]), Described: true, TaskQueuesReady: true, HasPollers: true}
+	tv := TemporalVersion{BuildID: build, Status: s, RegisteredAt: t0.Add(registeredAt[build]), Described: true, TaskQueuesReady: true, HasPollers: true,
+		WorkflowTaskQueue: "orders"}
 	switch s {
 	case v1alpha1.VersionCurrent:
 		tv.CurrentSince, tv.LastCurrentAt = at(-24*time.Hour), at(-24*time.Hour)

@@ -62,7 +62,7 @@ func (w *simWorld) settle() {
 		if d.Available && d.Replicas > 0 {
 			v, ok := w.versions[b]
 			if !ok {
-				v = &TemporalVersion{BuildID: b, Status: inactive, RegisteredAt: w.now, TaskQueuesReady: true}
+				v = &TemporalVersion{BuildID: b, Status: inactive, RegisteredAt: w.now, TaskQueuesReady: true, WorkflowTaskQueue: "orders"}
 				w.versions[b] = v
 				w.temporal.Exists = true
 			}

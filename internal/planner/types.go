@@ -137,8 +137,13 @@ type Spec struct {
 	Steps []Step
 	// GateWorkflowType is empty when there is no gate.
 	GateWorkflowType string
-	ScaledownDelay   time.Duration
-	DeleteDelay      time.Duration
+	// GateTimeout bounds a gate run; 0 is no bound.
+	GateTimeout time.Duration
+	// GateInput is the gate's JSON input (spec.rollout.gate.input or
+	// inputFrom), read only while the target's gate may start.
+	GateInput      GateInput
+	ScaledownDelay time.Duration
+	DeleteDelay    time.Duration
 	// MaxVersions is Temporal's per-deployment version limit; 0 = no limit.
 	MaxVersions int
 	// TemplateHash is the hash of the spec's pod template. The target's
@@ -257,6 +262,9 @@ type TemporalVersion struct {
 	// TaskQueuesReady: every task queue type of the version is registered.
 	TaskQueuesReady bool
 	HasPollers      bool
+	// WorkflowTaskQueue is a workflow task queue its workers poll, where
+	// the gate workflow runs; empty when it polls none or is not described.
+	WorkflowTaskQueue string
 	// Backlog is the number of tasks waiting in the version's task queues
 	// (Temporal's approximate backlog counts, summed), nil when it was not
 	// read recently. Only BacklogsToRead's versions need it.
@@ -533,6 +541,17 @@ type Routing struct {
 type StartGate struct {
 	BuildID      string
 	WorkflowType string
+	// TaskQueue is the target's workflow task queue it runs on.
+	TaskQueue string
+	Input     []byte
+	Timeout   time.Duration
+}
+
+// GateInput is the gate's input as read for a pass.
+type GateInput struct {
+	Data []byte
+	// Problem says why inputFrom could not be read; empty when it was.
+	Problem string
 }
 
 // CancelGate cancels the gate workflow run of BuildID.

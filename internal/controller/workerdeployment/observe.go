@@ -237,7 +237,7 @@ func (r *Reconciler) observeTemporal(ctx context.Context, o *observation) error 
 		_, err := staleGate(ctx, o, true)
 		return err
 	}
-	return observeGate(ctx, o)
+	return observeGate(ctx, r.Client, o)
 }
 
 // observeTargetOn completes an earlier describe of the worker deployment
@@ -300,6 +300,13 @@ func (r *Reconciler) describeTarget(ctx context.Context, o *observation, v *plan
 	}
 	v.HasPollers = target.HasPollers
 	v.TaskQueuesReady = temporal.TaskQueuesReady(target, current)
+	v.WorkflowTaskQueue = ""
+	for _, tq := range target.TaskQueues {
+		if tq.Type == temporal.TaskQueueWorkflow {
+			v.WorkflowTaskQueue = tq.Name
+			break
+		}
+	}
 	return nil
 }
 
@@ -326,6 +333,9 @@ func plannerSpec(twd *v1alpha1.TemporalWorkerDeployment, target string, maxVersi
 	}
 	if g := twd.Spec.Rollout.Gate; g != nil {
 		s.GateWorkflowType = g.WorkflowType
+		if g.Timeout != nil {
+			s.GateTimeout = g.Timeout.Duration
+		}
 	}
 	if d := twd.Spec.Sunset.ScaledownDelay; d != nil {
 		s.ScaledownDelay = d.Duration
