@@ -325,8 +325,13 @@ type Problem struct {
 }
 
 // Result is what the controller should do, and the status to report.
-// Actions are independent; the executor may run them in any order, except
-// that BecomeManager must succeed before Routing is written.
+// Actions are independent; the executor may run them in any order, except:
+//   - BecomeManager must succeed before Routing is written;
+//   - Kubernetes actions come before Temporal ones, and a Kubernetes write
+//     that leaves the observation in doubt (a conflict, a vanished object,
+//     no clear answer) cancels every Temporal write of the pass: the plan
+//     was made from what that write shows may be stale, and the next pass
+//     observes again.
 type Result struct {
 	CreateDeployment *CreateDeployment
 	// UpdateDeployment updates the target's Deployment to the spec's

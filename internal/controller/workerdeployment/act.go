@@ -22,11 +22,6 @@ import (
 	"github.com/rainbow-deploy/rainbow/internal/workload"
 )
 
-// Event reasons for what the executor does beyond the plan.
-const (
-	eventActionFailed = v1alpha1.ReasonPlanExecutionFailed
-)
-
 // outcome is how applying a plan went.
 type outcome struct {
 	// failed are errors the user should see (PlanExecutionFailed).

@@ -312,7 +312,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if len(out.failed) > 0 {
 		msg := joinErrors(out.failed)
 		logf.FromContext(ctx).Error(fmt.Errorf("%s", msg), "applying the plan failed")
-		r.event(&twd, corev1.EventTypeWarning, eventActionFailed, "%s", msg)
+		r.event(&twd, corev1.EventTypeWarning, v1alpha1.ReasonPlanExecutionFailed, "%s", msg)
 		requeue = min(requeue, retryFailed)
 		if deleting {
 			requeue = min(requeue, retryDeleting)
