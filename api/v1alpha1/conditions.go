@@ -56,6 +56,9 @@ const (
 	ReasonRoutingChangedExternally = "RoutingChangedExternally"
 	// ReasonGateFailed: the gate workflow failed on the target version.
 	ReasonGateFailed = "GateFailed"
+	// ReasonGateCannotStart: the gate workflow cannot start on the target:
+	// its input cannot be read, or its workers poll no workflow task queue.
+	ReasonGateCannotStart = "GateCannotStart"
 	// ReasonTemporalServerChanged: the connection now names another
 	// Temporal server than the one the target version's workers use; they
 	// are not moved, since workflows pinned to them run on the old one.

@@ -343,6 +343,12 @@ type WorkerVersion struct {
 	RampingSince *metav1.Time `json:"rampingSince,omitempty"`
 	// +optional
 	RampPercentage *int32 `json:"rampPercentage,omitempty"`
+	// CompletedAt, on the target, is when its rollout completed: it
+	// became current, or someone else changed routing after it had
+	// traffic. From then on, the target losing its traffic is someone
+	// else's routing change, which the controller does not undo.
+	// +optional
+	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
 	// +optional
 	DrainedSince *metav1.Time `json:"drainedSince,omitempty"`
 	// UpdatedInPlaceAt is when the controller last rolled this version's

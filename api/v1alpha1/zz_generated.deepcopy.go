@@ -797,6 +797,10 @@ func (in *WorkerVersion) DeepCopyInto(out *WorkerVersion) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.CompletedAt != nil {
+		in, out := &in.CompletedAt, &out.CompletedAt
+		*out = (*in).DeepCopy()
+	}
 	if in.DrainedSince != nil {
 		in, out := &in.DrainedSince, &out.DrainedSince
 		*out = (*in).DeepCopy()

@@ -24,6 +24,11 @@ func (v *view) onOtherServer(d Deployment) bool {
 	return d.Server.Address != cur.Address
 }
 
+// connected: the TWD's connection resolved, so the controller knows what
+// to give new or updated pods. Without it no Deployment is created or
+// written (the connection's problem is what status reports).
+func (v *view) connected() bool { return v.in.Server.Address != "" }
+
 // targetOnOtherServer blocks a rollout whose target runs on the old server:
 // moving its workers would strand the workflows pinned to it there.
 func targetOnOtherServer(v *view, p *plan, dep Deployment) progress {
@@ -59,7 +64,7 @@ func oldServerNote(v *view) string {
 // touches wait for the next pass, so two writes never race; those on
 // another server are left alone.
 func planSync(v *view, p *plan) {
-	if v.in.Server.Address == "" {
+	if !v.connected() {
 		return
 	}
 	touched := map[string]bool{}

@@ -50,16 +50,36 @@ func gate(v *view, p *plan) (prog progress, hold bool) {
 			"waiting for the gate workflow on version %s to end (%s) before starting gate workflow %s on version %s",
 			old.BuildID, endingNote(old), typ, v.target)), true
 	case run == nil:
-		p.res.StartGate = &StartGate{BuildID: v.target, WorkflowType: typ}
-		p.event(EventNormal, EventStartGate, fmt.Sprintf("starting gate workflow %s pinned to version %s", typ, v.target))
-		p.after(requeueTemporal)
-		return movingBecause(v1alpha1.ReasonWaitingForPromotion, fmt.Sprintf("starting gate workflow %s on version %s", typ, v.target)), true
+		return startGate(v, p, typ), true
 	case run.Phase == GateSucceeded:
 		return progress{}, false
 	default:
 		p.after(backoff(v, run.StartedAt))
 		return movingBecause(v1alpha1.ReasonWaitingForPromotion, fmt.Sprintf("gate workflow %s running on version %s", typ, v.target)), true
 	}
+}
+
+// startGate starts the gate on the target's workflow task queue, with its
+// input, or says what keeps it from starting.
+func startGate(v *view, p *plan, typ string) progress {
+	spec := v.in.Spec
+	if msg := spec.GateInput.Problem; msg != "" {
+		msg = fmt.Sprintf("cannot start gate workflow %s on version %s: %s", typ, v.target, msg)
+		p.after(requeueWatch)
+		p.event(EventWarning, v1alpha1.ReasonGateCannotStart, msg)
+		return blockedBecause(v1alpha1.ReasonGateCannotStart, msg)
+	}
+	queue := v.tvs[v.target].WorkflowTaskQueue
+	if queue == "" {
+		msg := fmt.Sprintf("cannot start gate workflow %s: the workers of version %s poll no workflow task queue for it to run on", typ, v.target)
+		p.after(requeueWatch)
+		p.event(EventWarning, v1alpha1.ReasonGateCannotStart, msg)
+		return blockedBecause(v1alpha1.ReasonGateCannotStart, msg)
+	}
+	p.res.StartGate = &StartGate{BuildID: v.target, WorkflowType: typ, TaskQueue: queue, Input: spec.GateInput.Data, Timeout: spec.GateTimeout}
+	p.event(EventNormal, EventStartGate, fmt.Sprintf("starting gate workflow %s pinned to version %s", typ, v.target))
+	p.after(requeueTemporal)
+	return movingBecause(v1alpha1.ReasonWaitingForPromotion, fmt.Sprintf("starting gate workflow %s on version %s", typ, v.target))
 }
 
 // GateCancelGrace is how long a gate workflow run the controller asked to
@@ -174,6 +194,17 @@ type GateRun struct {
 type StartGate struct {
 	BuildID      string
 	WorkflowType string
+	// TaskQueue is the target's workflow task queue it runs on.
+	TaskQueue string
+	Input     []byte
+	Timeout   time.Duration
+}
+
+// GateInput is the gate's input as read for a pass.
+type GateInput struct {
+	Data []byte
+	// Problem says why inputFrom could not be read; empty when it was.
+	Problem string
 }
 
 // CancelGate cancels the gate workflow run of BuildID.

@@ -72,8 +72,27 @@ func TestGateEnding(t *testing.T) {
 		},
 		"the cancelled run ended: the target's gate starts": {
 			in: with(base(), gated, func(in *Input) { in.Gate = &GateRun{BuildID: "v1", Phase: GateCancelled} }),
-			want: expect{StartGate: &StartGate{BuildID: "v2", WorkflowType: "Validate"}, Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion,
+			want: expect{StartGate: &StartGate{BuildID: "v2", WorkflowType: "Validate", TaskQueue: "orders"}, Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion,
 				Progressing: condTrue, Requeue: time.Second, Events: []string{EventStartGate}},
+		},
+		"the gate's input cannot be read: blocked, saying why": {
+			in: with(base(), gated, func(in *Input) { in.Spec.GateInput.Problem = "ConfigMap gate-input has no key \"input\"" }),
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonGateCannotStart, Progressing: condFalse, Requeue: 30 * time.Second,
+				Events: []string{v1alpha1.ReasonGateCannotStart}, Message: `cannot start gate workflow Validate on version v2: ConfigMap gate-input has no key "input"`},
+		},
+		"the target polls no workflow task queue: the gate cannot run there": {
+			in: with(base(), gated, func(in *Input) {
+				v2 := version("v2", v1alpha1.VersionInactive)
+				v2.WorkflowTaskQueue = ""
+				setVersion(in, v2)
+			}),
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonGateCannotStart, Progressing: condFalse, Requeue: 30 * time.Second,
+				Events: []string{v1alpha1.ReasonGateCannotStart}, Message: "poll no workflow task queue"},
+		},
+		"the gate starts with its input and timeout": {
+			in: with(base(), gated, func(in *Input) { in.Spec.GateInput.Data, in.Spec.GateTimeout = []byte(`{"a":1}`), time.Hour }),
+			want: expect{StartGate: &StartGate{BuildID: "v2", WorkflowType: "Validate", TaskQueue: "orders", Input: []byte(`{"a":1}`), Timeout: time.Hour},
+				Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Progressing: condTrue, Requeue: time.Second, Events: []string{EventStartGate}},
 		},
 		"a ramping target does not wait for an old run": {
 			in:   with(base(), gated, progressiveSteps, requested("v1", -5*time.Second), func(in *Input) { rampingTarget(in, 10, -time.Minute) }),

@@ -28,18 +28,22 @@ var registeredAt = map[string]time.Duration{
 }
 
 // running is an available Deployment with 3 replicas.
+// here is the server the TWD's connection names in these tests.
+var here = Server{Address: "temporal:7233"}
+
 func running(build string) Deployment {
-	return Deployment{BuildID: build, Name: "worker-" + build, Replicas: 3, Available: true}
+	return Deployment{BuildID: build, Name: "worker-" + build, Replicas: 3, Available: true, Server: here}
 }
 
 // scaledDown is a Deployment the controller scaled to zero at t0+d.
 func scaledDown(build string, d time.Duration) Deployment {
-	return Deployment{BuildID: build, Name: "worker-" + build, Replicas: 0, Available: true, ScaledDownAt: at(d)}
+	return Deployment{BuildID: build, Name: "worker-" + build, Replicas: 0, Available: true, ScaledDownAt: at(d), Server: here}
 }
 
 // version is a registered version whose workers poll every task queue.
 func version(build string, s v1alpha1.VersionStatus) TemporalVersion {
-	tv := TemporalVersion{BuildID: build, Status: s, RegisteredAt: t0.Add(registeredAt[build]), Described: true, TaskQueuesReady: true, HasPollers: true}
+	tv := TemporalVersion{BuildID: build, Status: s, RegisteredAt: t0.Add(registeredAt[build]), Described: true, TaskQueuesReady: true, HasPollers: true,
+		WorkflowTaskQueue: "orders"}
 	switch s {
 	case v1alpha1.VersionCurrent:
 		tv.CurrentSince, tv.LastCurrentAt = at(-24*time.Hour), at(-24*time.Hour)
@@ -59,6 +63,7 @@ func base() Input {
 		Now:            t0,
 		Identity:       me,
 		DeploymentName: "default/worker",
+		Server:         here,
 		Spec: Spec{
 			TargetBuildID:  "v2",
 			Replicas:       ptr[int32](3),
@@ -117,7 +122,11 @@ func dropVersion(in *Input, build string) {
 	in.Temporal.Versions = out
 }
 
+// setDep sets a Deployment; one naming no server runs on the input's.
 func setDep(in *Input, d Deployment) {
+	if d.Server == (Server{}) {
+		d.Server = in.Server
+	}
 	for i := range in.Deployments {
 		if in.Deployments[i].BuildID == d.BuildID {
 			in.Deployments[i] = d

@@ -9,9 +9,16 @@ import (
 	"github.com/rainbow-deploy/rainbow/internal/planner/drain"
 )
 
-// Plan decides what to do next. It is pure: the same Input gives the same
-// Result, and it reads no clock and calls nothing.
+// Plan decides what to do next, and what status shows after it. It is
+// pure: the same Input gives the same Result, and it reads no clock and
+// calls nothing.
 func Plan(in Input) Result {
+	res := decide(in)
+	res.Projected = project(in, res)
+	return res
+}
+
+func decide(in Input) Result {
 	v := newView(in)
 	p := &plan{}
 
@@ -49,6 +56,7 @@ func Plan(in Input) Result {
 			fmt.Sprintf("setting the manager identity of worker deployment %s to %q", v.deploymentName(), in.Identity))
 	}
 	p.res.State = prog.state.exported()
+	p.res.TargetCompleted = p.res.TargetCompleted || prog.state == done
 	p.res.Ready, p.res.Progressing = conditions(prog)
 	p.res.Versions = withDrain(versions(v), drains)
 	p.res.RequeueAfter = p.requeueAfter()

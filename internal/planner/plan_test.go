@@ -448,7 +448,7 @@ func TestGate(t *testing.T) {
 			in.Gate = &GateRun{BuildID: build, Phase: phase, Message: "assertion failed: orders total"}
 		}
 	}
-	start := &StartGate{BuildID: "v2", WorkflowType: "Validate"}
+	start := &StartGate{BuildID: "v2", WorkflowType: "Validate", TaskQueue: "orders"}
 	runCases(t, cases{
 		"no run: gate started": {
 			in: with(base(), gated),

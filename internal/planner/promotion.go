@@ -23,6 +23,7 @@ func promote(v *view, p *plan) progress {
 				v.target, v.deploymentName(), who, v.target)
 			p.event(EventWarning, v1alpha1.ReasonRoutingChangedExternally, msg)
 			p.waitFor(WaitRouting)
+			p.res.TargetCompleted = true // and stays so: not undone
 			return blockedBecause(v1alpha1.ReasonRoutingChangedExternally, msg)
 		}
 		if wasCurrent(v, v.target) {

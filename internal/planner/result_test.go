@@ -9,7 +9,8 @@ import (
 // true, or the controller would take a plan that acts for an idle one.
 func TestActsCoversEveryAction(t *testing.T) {
 	report := map[string]bool{"State": true, "Versions": true, "Ready": true, "Progressing": true, "Events": true,
-		"RequeueAfter": true, "SkipDrainage": true, "WaitsFor": true, "OwnedResourceStatus": true, "RoutingPropagating": true}
+		"RequeueAfter": true, "SkipDrainage": true, "WaitsFor": true, "OwnedResourceStatus": true, "RoutingPropagating": true,
+		"TargetCompleted": true, "Projected": true}
 	typ := reflect.TypeFor[Result]()
 	for i := range typ.NumField() {
 		f := typ.Field(i)

@@ -12,7 +12,7 @@ import (
 // zeroed is a Deployment someone else (an autoscaler, a person) scaled to
 // zero: no ScaledDownAt.
 func zeroed(build string) Deployment {
-	return Deployment{BuildID: build, Name: "worker-" + build, Replicas: 0, Available: true}
+	return Deployment{BuildID: build, Name: "worker-" + build, Replicas: 0, Available: true, Server: here}
 }
 
 func backlog(build string, n int64) func(*Input) {

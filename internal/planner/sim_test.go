@@ -64,7 +64,7 @@ func (w *simWorld) settle() {
 		if d.Available && d.Replicas > 0 {
 			v, ok := w.versions[b]
 			if !ok {
-				v = &TemporalVersion{BuildID: b, Status: inactive, RegisteredAt: w.now, TaskQueuesReady: true}
+				v = &TemporalVersion{BuildID: b, Status: inactive, RegisteredAt: w.now, TaskQueuesReady: true, WorkflowTaskQueue: "orders"}
 				w.versions[b] = v
 				w.temporal.Exists = true
 			}
@@ -86,7 +86,7 @@ func (w *simWorld) settle() {
 }
 
 func (w *simWorld) input() Input {
-	in := Input{Now: w.now, Identity: me, DeploymentName: "default/worker", Spec: w.spec}
+	in := Input{Now: w.now, Identity: me, DeploymentName: "default/worker", Spec: w.spec, Server: here}
 	for _, b := range slices.Sorted(maps.Keys(w.deps)) {
 		d := *w.deps[b]
 		in.Deployments = append(in.Deployments, d)
@@ -142,7 +142,7 @@ func (w *simWorld) apply(r Result) {
 		w.temporal.ManagerIdentity, w.temporal.LastModifierIdentity = me, me
 	}
 	if c := r.CreateDeployment; c != nil {
-		w.deps[c.BuildID] = &Deployment{BuildID: c.BuildID, Name: "worker-" + c.BuildID, Replicas: c.Replicas}
+		w.deps[c.BuildID] = &Deployment{BuildID: c.BuildID, Name: "worker-" + c.BuildID, Replicas: c.Replicas, Server: here}
 		w.readyAt[c.BuildID] = w.now.Add(simStartup)
 	}
 	for _, s := range r.Scale {

@@ -21,13 +21,15 @@ func planTarget(v *view, p *plan) progress {
 			return targetOnOtherServer(v, p, dep)
 		}
 		syncTargetReplicas(v, p, dep)
-		rolling = syncTargetTemplate(v, p, dep) || dep.Rolling
+		rolling = (v.connected() && syncTargetTemplate(v, p, dep)) || dep.Rolling
 	} else {
 		if msg, full := tooManyVersions(v); full {
 			p.event(EventWarning, v1alpha1.ReasonTooManyVersions, msg)
 			return blockedBecause(v1alpha1.ReasonTooManyVersions, msg)
 		}
-		createTarget(v, p)
+		if v.connected() {
+			createTarget(v, p)
+		}
 	}
 
 	if !v.known() {

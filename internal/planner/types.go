@@ -36,7 +36,8 @@ type Input struct {
 	// routing change, that stands.
 	TargetShownReady bool
 	// Server is the Temporal server the TWD's connection names now; zero
-	// when the connection could not be resolved.
+	// when the connection could not be resolved, and then no Deployment is
+	// created, updated in place or synced.
 	Server Server
 	// Deletion is set once the TWD is being deleted: Plan then plans the
 	// deletion steps instead of a rollout.
@@ -91,8 +92,13 @@ type Spec struct {
 	Steps []Step
 	// GateWorkflowType is empty when there is no gate.
 	GateWorkflowType string
-	ScaledownDelay   time.Duration
-	DeleteDelay      time.Duration
+	// GateTimeout bounds a gate run; 0 is no bound.
+	GateTimeout time.Duration
+	// GateInput is the gate's JSON input (spec.rollout.gate.input or
+	// inputFrom), read only while the target's gate may start.
+	GateInput      GateInput
+	ScaledownDelay time.Duration
+	DeleteDelay    time.Duration
 	// MaxVersions is Temporal's per-deployment version limit; 0 = no limit.
 	MaxVersions int
 	// TemplateHash is the hash of the spec's pod template. The target's
@@ -205,6 +211,9 @@ type TemporalVersion struct {
 	// TaskQueuesReady: every task queue type of the version is registered.
 	TaskQueuesReady bool
 	HasPollers      bool
+	// WorkflowTaskQueue is a workflow task queue its workers poll, where
+	// the gate workflow runs; empty when it polls none or is not described.
+	WorkflowTaskQueue string
 	// Backlog is the number of tasks waiting in the version's task queues
 	// (Temporal's approximate backlog counts, summed), nil when it was not
 	// read recently. Only BacklogsToRead's versions need it.
@@ -228,8 +237,13 @@ type Problem struct {
 }
 
 // Result is what the controller should do, and the status to report.
-// Actions are independent; the executor may run them in any order, except
-// that BecomeManager must succeed before Routing is written.
+// Actions are independent; the executor may run them in any order, except:
+//   - BecomeManager must succeed before Routing is written;
+//   - Kubernetes actions come before Temporal ones, and a Kubernetes write
+//     that leaves the observation in doubt (a conflict, a vanished object,
+//     no clear answer) cancels every Temporal write of the pass: the plan
+//     was made from what that write shows may be stale, and the next pass
+//     observes again.
 type Result struct {
 	CreateDeployment *CreateDeployment
 	// UpdateDeployment updates the target's Deployment to the spec's
@@ -279,6 +293,11 @@ type Result struct {
 	// status keeps showing the routing (current, ramping, ramp) it showed
 	// before: status promises what new workflows get.
 	RoutingPropagating bool
+	// TargetCompleted: see Report.
+	TargetCompleted bool
+	// Projected is the report once Temporal accepted Routing and
+	// DeleteTemporalVersions; nil when the plan writes neither.
+	Projected *Report
 	// OwnedResourceStatus is each owned resource's status if every apply
 	// and delete of OwnedResources succeeds; the executor records failures.
 	OwnedResourceStatus []OwnedResourceStatus

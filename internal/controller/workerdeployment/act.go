@@ -10,7 +10,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -21,11 +20,6 @@ import (
 	"github.com/rainbow-deploy/rainbow/internal/planner"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
 	"github.com/rainbow-deploy/rainbow/internal/workload"
-)
-
-// Event reasons for what the executor does beyond the plan.
-const (
-	eventActionFailed = v1alpha1.ReasonPlanExecutionFailed
 )
 
 // outcome is how applying a plan went.
@@ -61,15 +55,20 @@ func (o *outcome) fail(err error) { o.failed = append(o.failed, err) }
 // simply repeated.
 func (r *Reconciler) act(ctx context.Context, o *observation, res planner.Result, now time.Time) outcome {
 	out := outcome{gate: o.gate}
+	if o.conn == nil && (res.CreateDeployment != nil || res.UpdateDeployment != nil || len(res.SyncDeployments) > 0) {
+		// The planner writes no Deployment without a connection (Input.Server).
+		out.fail(errors.New("internal error: the plan writes a Deployment without a resolved TemporalConnection"))
+		return out
+	}
 
-	if c := res.CreateDeployment; c != nil && o.conn != nil {
+	if c := res.CreateDeployment; c != nil {
 		err := r.createDeployment(ctx, o, c)
 		out.kubeInDoubt = out.kubeInDoubt || inDoubt(err)
 		if err != nil {
 			out.fail(err)
 		}
 	}
-	if u := res.UpdateDeployment; u != nil && o.conn != nil {
+	if u := res.UpdateDeployment; u != nil {
 		if d := o.deployments[u.BuildID]; d != nil {
 			err := r.updateTemplate(ctx, o, d, u.HashOnly)
 			r.kubeErr(&out, err)
@@ -94,7 +93,7 @@ func (r *Reconciler) act(ctx context.Context, o *observation, res planner.Result
 		}
 	}
 	for _, sy := range res.SyncDeployments {
-		if d := o.deployments[sy.BuildID]; d != nil && o.conn != nil {
+		if d := o.deployments[sy.BuildID]; d != nil {
 			r.kubeErr(&out, r.syncDeployment(ctx, o, d, sy))
 		}
 	}
@@ -299,66 +298,12 @@ func temporalErr(out *outcome, err error) {
 	}
 }
 
-// startGate starts the gate workflow pinned to the target, on its first
-// workflow task queue.
+// startGate starts the gate workflow pinned to the target, as planned.
 func (r *Reconciler) startGate(ctx context.Context, o *observation, g *planner.StartGate, out *outcome) error {
-	var queue string
-	for _, tq := range o.details[g.BuildID].TaskQueues {
-		if tq.Type == temporal.TaskQueueWorkflow {
-			queue = tq.Name
-			break
-		}
-	}
-	if queue == "" {
-		return fmt.Errorf("cannot start gate workflow %s: version %s polls no workflow task queue", g.WorkflowType, g.BuildID)
-	}
-	input, err := gateInput(ctx, r.Client, o.twd)
-	if err != nil {
-		return err
-	}
-	var timeout time.Duration
-	if t := o.twd.Spec.Rollout.Gate.Timeout; t != nil {
-		timeout = t.Duration
-	}
-	id, run, err := o.api.StartGate(ctx, o.deploymentName, g.BuildID, queue, g.WorkflowType, input, timeout)
+	id, run, err := o.api.StartGate(ctx, o.deploymentName, g.BuildID, g.TaskQueue, g.WorkflowType, g.Input, g.Timeout)
 	if err != nil {
 		return err
 	}
 	out.gate = &v1alpha1.GateStatus{BuildID: g.BuildID, WorkflowID: id, RunID: run, Result: string(planner.GateRunning)}
 	return nil
-}
-
-// gateInput is the gate's JSON input from the spec, a ConfigMap or a Secret.
-func gateInput(ctx context.Context, c client.Reader, twd *v1alpha1.TemporalWorkerDeployment) ([]byte, error) {
-	g := twd.Spec.Rollout.Gate
-	switch {
-	case g.Input != nil:
-		return g.Input.Raw, nil
-	case g.InputFrom == nil:
-		return nil, nil
-	case g.InputFrom.ConfigMapKeyRef != nil:
-		ref := g.InputFrom.ConfigMapKeyRef
-		var cm corev1.ConfigMap
-		if err := c.Get(ctx, client.ObjectKey{Namespace: twd.Namespace, Name: ref.Name}, &cm); err != nil {
-			return nil, fmt.Errorf("spec.rollout.gate.inputFrom.configMapKeyRef: get ConfigMap %s: %w", ref.Name, err)
-		}
-		if v, ok := cm.Data[ref.Key]; ok {
-			return []byte(v), nil
-		}
-		if v, ok := cm.BinaryData[ref.Key]; ok {
-			return v, nil
-		}
-		return nil, fmt.Errorf("spec.rollout.gate.inputFrom.configMapKeyRef: ConfigMap %s has no key %q", ref.Name, ref.Key)
-	default:
-		ref := g.InputFrom.SecretKeyRef
-		var s corev1.Secret
-		if err := c.Get(ctx, client.ObjectKey{Namespace: twd.Namespace, Name: ref.Name}, &s); err != nil {
-			return nil, fmt.Errorf("spec.rollout.gate.inputFrom.secretKeyRef: get Secret %s: %w", ref.Name, err)
-		}
-		v, ok := s.Data[ref.Key]
-		if !ok {
-			return nil, fmt.Errorf("spec.rollout.gate.inputFrom.secretKeyRef: Secret %s has no key %q", ref.Name, ref.Key)
-		}
-		return v, nil
-	}
 }

@@ -154,7 +154,7 @@ func TestReadyOnlyOnceTemporalAppliedTheRouting(t *testing.T) {
 // are, saying it is retried; any other failed write, or one past the
 // outage bound, is PlanExecutionFailed and Stalled.
 func TestUnansweredWriteIsNoFailure(t *testing.T) {
-	moving := planner.Result{State: planner.StateMoving,
+	moving := planner.Report{State: planner.StateMoving,
 		Ready:       planner.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonWaitingForPromotion, Message: "making version v2 current"},
 		Progressing: planner.Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonWaitingForPromotion, Message: "making version v2 current"}}
 	unavailable := &temporal.Error{Op: "SetCurrent", Err: serviceerror.NewUnavailable("connection refused")}
@@ -201,7 +201,7 @@ func TestStatusKeepsTheRoutingTemporalStillApplies(t *testing.T) {
 		{BuildID: "v0", Status: v1alpha1.VersionDraining},
 		{BuildID: "v1", Status: v1alpha1.VersionCurrent, Target: true},
 	}}
-	st := newStatus(old, 2, res, outcome{}, nil, t0)
+	st := buildStatusOnly(old, 2, res, outcome{}, nil, t0)
 	if c := st.CurrentVersion; c == nil || c.BuildID != "v0" || c.Status != v1alpha1.VersionCurrent {
 		t.Errorf("currentVersion = %+v, want v0 Current until Temporal applied the change", c)
 	}
@@ -209,7 +209,7 @@ func TestStatusKeepsTheRoutingTemporalStillApplies(t *testing.T) {
 		t.Errorf("targetVersion = %+v, want v1 still Ramping 25%%", tv)
 	}
 	res.RoutingPropagating = false
-	st = newStatus(old, 2, res, outcome{}, nil, t0)
+	st = buildStatusOnly(old, 2, res, outcome{}, nil, t0)
 	if c := st.CurrentVersion; c == nil || c.BuildID != "v1" {
 		t.Errorf("once applied, currentVersion = %+v, want v1", c)
 	}

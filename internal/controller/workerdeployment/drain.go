@@ -211,7 +211,7 @@ func withDrainDone(vs []planner.Version, done []drainDone, now time.Time) []plan
 // setDrainGauge sets the overdue workflows of the TWD's draining versions,
 // with no series when none is overdue. While Temporal is unknown the last
 // value stays.
-func setDrainGauge(twd *v1alpha1.TemporalWorkerDeployment, res planner.Result) {
+func setDrainGauge(twd *v1alpha1.TemporalWorkerDeployment, res planner.Report) {
 	var overdue int
 	for _, v := range res.Versions {
 		if v.Status == "" {

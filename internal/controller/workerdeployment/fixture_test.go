@@ -368,6 +368,10 @@ func TestReconcileWrites(t *testing.T) {
 			setup: func(f *fixture) {},
 			kube:  []string{"create Deployment orders-v1-%s", "patch status TemporalWorkerDeployment orders"},
 		},
+		"a new TWD without the finalizer: the first pass writes only the finalizer": {
+			setup: func(f *fixture) { f.twd.Finalizers = nil },
+			kube:  []string{"patch TemporalWorkerDeployment orders"},
+		},
 		"workers poll the first version: claim the manager role, then make it current": {
 			setup: func(f *fixture) {
 				f.runningDeployment()

@@ -7,7 +7,9 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/internal/planner"
@@ -16,7 +18,8 @@ import (
 
 // observeGate finds the gate run of the target. A finished run recorded in
 // status is final (a gate runs once per version), so it costs no RPC.
-func observeGate(ctx context.Context, o *observation) error {
+// When the target's gate may start, its input is read for the plan.
+func observeGate(ctx context.Context, c client.Reader, o *observation) error {
 	g := o.twd.Spec.Rollout.Gate
 	stale, err := staleGate(ctx, o, g == nil)
 	if err != nil || stale || g == nil {
@@ -36,10 +39,14 @@ func observeGate(ctx context.Context, o *observation) error {
 	id := temporal.GateWorkflowID(o.deploymentName, o.targetBuildID)
 	res, err := o.api.GateResult(ctx, id)
 	if errors.Is(err, temporal.ErrNotFound) {
+		o.input.Spec.GateInput = readGateInput(ctx, c, o.twd)
 		return nil
 	}
 	if err != nil {
 		return err
+	}
+	if res.Phase == planner.GateCancelled {
+		o.input.Spec.GateInput = readGateInput(ctx, c, o.twd) // it runs again
 	}
 	o.input.Gate = &planner.GateRun{BuildID: o.targetBuildID, Phase: res.Phase, Message: res.Message, StartedAt: res.StartedAt}
 	o.gate = &v1alpha1.GateStatus{BuildID: o.targetBuildID, WorkflowID: id, RunID: res.RunID, Result: string(res.Phase), Message: res.Message}
@@ -174,4 +181,48 @@ func ceilSecond(t time.Time) time.Time {
 		return s.Add(time.Second)
 	}
 	return t
+}
+
+// readGateInput is the gate's input for the plan, or why it cannot be read.
+func readGateInput(ctx context.Context, c client.Reader, twd *v1alpha1.TemporalWorkerDeployment) planner.GateInput {
+	data, err := gateInput(ctx, c, twd)
+	if err != nil {
+		return planner.GateInput{Problem: err.Error()}
+	}
+	return planner.GateInput{Data: data}
+}
+
+// gateInput is the gate's JSON input from the spec, a ConfigMap or a Secret.
+func gateInput(ctx context.Context, c client.Reader, twd *v1alpha1.TemporalWorkerDeployment) ([]byte, error) {
+	g := twd.Spec.Rollout.Gate
+	switch {
+	case g.Input != nil:
+		return g.Input.Raw, nil
+	case g.InputFrom == nil:
+		return nil, nil
+	case g.InputFrom.ConfigMapKeyRef != nil:
+		ref := g.InputFrom.ConfigMapKeyRef
+		var cm corev1.ConfigMap
+		if err := c.Get(ctx, client.ObjectKey{Namespace: twd.Namespace, Name: ref.Name}, &cm); err != nil {
+			return nil, fmt.Errorf("spec.rollout.gate.inputFrom.configMapKeyRef: get ConfigMap %s: %w", ref.Name, err)
+		}
+		if v, ok := cm.Data[ref.Key]; ok {
+			return []byte(v), nil
+		}
+		if v, ok := cm.BinaryData[ref.Key]; ok {
+			return v, nil
+		}
+		return nil, fmt.Errorf("spec.rollout.gate.inputFrom.configMapKeyRef: ConfigMap %s has no key %q", ref.Name, ref.Key)
+	default:
+		ref := g.InputFrom.SecretKeyRef
+		var s corev1.Secret
+		if err := c.Get(ctx, client.ObjectKey{Namespace: twd.Namespace, Name: ref.Name}, &s); err != nil {
+			return nil, fmt.Errorf("spec.rollout.gate.inputFrom.secretKeyRef: get Secret %s: %w", ref.Name, err)
+		}
+		v, ok := s.Data[ref.Key]
+		if !ok {
+			return nil, fmt.Errorf("spec.rollout.gate.inputFrom.secretKeyRef: Secret %s has no key %q", ref.Name, ref.Key)
+		}
+		return v, nil
+	}
 }

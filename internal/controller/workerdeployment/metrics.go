@@ -41,15 +41,16 @@ var allStatuses = []v1alpha1.VersionStatus{
 	v1alpha1.VersionCurrent, v1alpha1.VersionDraining, v1alpha1.VersionDrained, v1alpha1.VersionUnknown,
 }
 
-// observeRollout updates the metrics from the old status and the new plan.
-func observeRollout(twd *v1alpha1.TemporalWorkerDeployment, before []metav1.Condition, res planner.Result, now time.Time) {
+// observeRollout updates the metrics from the old status and what the new
+// one shows.
+func observeRollout(twd *v1alpha1.TemporalWorkerDeployment, before []metav1.Condition, res planner.Report, now time.Time) {
 	setGauges(twd, res)
 	setDrainGauge(twd, res)
 	prev := meta.FindStatusCondition(before, v1alpha1.ConditionProgressing)
-	if prev == nil || prev.Status != metav1.ConditionTrue || res.Progressing.Status != metav1.ConditionFalse {
+	if prev == nil || prev.Status != metav1.ConditionTrue || res.State == planner.StateMoving {
 		return // only the end of a moving rollout counts
 	}
-	if res.Progressing.Reason == v1alpha1.ReasonRolloutComplete {
+	if res.State == planner.StateComplete {
 		rollouts.WithLabelValues("complete").Inc()
 		rolloutDuration.Observe(now.Sub(prev.LastTransitionTime.Time).Seconds())
 		return
@@ -59,7 +60,7 @@ func observeRollout(twd *v1alpha1.TemporalWorkerDeployment, before []metav1.Cond
 
 // setGauges sets versions by status and the ramp. While Temporal is
 // unknown the last known values stay, as status keeps them.
-func setGauges(twd *v1alpha1.TemporalWorkerDeployment, res planner.Result) {
+func setGauges(twd *v1alpha1.TemporalWorkerDeployment, res planner.Report) {
 	counts := map[v1alpha1.VersionStatus]float64{}
 	var ramp float64
 	for _, v := range res.Versions {

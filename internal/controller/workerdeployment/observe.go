@@ -9,8 +9,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/internal/buildid"
@@ -239,7 +237,7 @@ func (r *Reconciler) observeTemporal(ctx context.Context, o *observation) error 
 		_, err := staleGate(ctx, o, true)
 		return err
 	}
-	return observeGate(ctx, o)
+	return observeGate(ctx, r.Client, o)
 }
 
 // observeTargetOn completes an earlier describe of the worker deployment
@@ -302,6 +300,13 @@ func (r *Reconciler) describeTarget(ctx context.Context, o *observation, v *plan
 	}
 	v.HasPollers = target.HasPollers
 	v.TaskQueuesReady = temporal.TaskQueuesReady(target, current)
+	v.WorkflowTaskQueue = ""
+	for _, tq := range target.TaskQueues {
+		if tq.Type == temporal.TaskQueueWorkflow {
+			v.WorkflowTaskQueue = tq.Name
+			break
+		}
+	}
 	return nil
 }
 
@@ -328,6 +333,9 @@ func plannerSpec(twd *v1alpha1.TemporalWorkerDeployment, target string, maxVersi
 	}
 	if g := twd.Spec.Rollout.Gate; g != nil {
 		s.GateWorkflowType = g.WorkflowType
+		if g.Timeout != nil {
+			s.GateTimeout = g.Timeout.Duration
+		}
 	}
 	if d := twd.Spec.Sunset.ScaledownDelay; d != nil {
 		s.ScaledownDelay = d.Duration
@@ -343,19 +351,16 @@ func ownerKey(twd *v1alpha1.TemporalWorkerDeployment) string {
 	return "twd/" + twd.Namespace + "/" + twd.Name
 }
 
-// targetHadCompleted: the last status showed this target current, or
-// showed that someone else took its traffic away (which must stay so).
-// targetShownReady: status shows the target current and Ready.
-func targetShownReady(twd *v1alpha1.TemporalWorkerDeployment, target string) bool {
-	c := meta.FindStatusCondition(twd.Status.Conditions, v1alpha1.ConditionReady)
-	return c != nil && c.Status == metav1.ConditionTrue && twd.Status.CurrentVersion != nil && twd.Status.CurrentVersion.BuildID == target
+// targetHadCompleted: status records that the rollout of this target
+// completed (WorkerVersion.CompletedAt).
+func targetHadCompleted(twd *v1alpha1.TemporalWorkerDeployment, target string) bool {
+	t := twd.Status.TargetVersion
+	return t != nil && t.BuildID == target && t.CompletedAt != nil
 }
 
-func targetHadCompleted(twd *v1alpha1.TemporalWorkerDeployment, target string) bool {
-	if twd.Status.TargetVersion == nil || twd.Status.TargetVersion.BuildID != target {
-		return false
-	}
-	c := meta.FindStatusCondition(twd.Status.Conditions, v1alpha1.ConditionReady)
-	return c != nil && ((c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonRolloutComplete) ||
-		c.Reason == v1alpha1.ReasonRoutingChangedExternally)
+// targetShownReady: status shows this target current, its rollout
+// completed.
+func targetShownReady(twd *v1alpha1.TemporalWorkerDeployment, target string) bool {
+	c := twd.Status.CurrentVersion
+	return targetHadCompleted(twd, target) && c != nil && c.BuildID == target
 }

@@ -26,8 +26,8 @@ const priorityFinish = 10
 
 // nextPassPriority is the rank of a TWD's next pass. Every pass sets it,
 // since the queue would otherwise keep the rank the pass was taken with.
-func nextPassPriority(res planner.Result, out outcome) *int {
-	if res.Routing != nil && len(out.failed) == 0 {
+func nextPassPriority(shown planner.Report, out outcome) *int {
+	if shown.Routes && len(out.failed) == 0 {
 		return ptr.To(priorityFinish)
 	}
 	return ptr.To(0)

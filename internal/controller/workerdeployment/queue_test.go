@@ -23,14 +23,14 @@ import (
 
 func TestNextPassPriority(t *testing.T) {
 	cases := map[string]struct {
-		res  planner.Result
+		res  planner.Report
 		out  outcome
 		want int
 	}{
-		"nothing to route next: first come, first served": {res: planner.Result{State: planner.StateMoving}, want: 0},
-		"a routing write next: it can finish the rollout": {res: planner.Result{Routing: &planner.Routing{Op: planner.SetCurrent}}, want: priorityFinish},
+		"nothing to route next: first come, first served": {res: planner.Report{State: planner.StateMoving}, want: 0},
+		"a routing write next: it can finish the rollout": {res: planner.Report{Routes: true}, want: priorityFinish},
 		"an action failed: retried unranked, so failures cannot starve other TWDs": {
-			res: planner.Result{Routing: &planner.Routing{Op: planner.SetCurrent}}, out: outcome{failed: []error{errors.New("denied")}}, want: 0},
+			res: planner.Report{Routes: true}, out: outcome{failed: []error{errors.New("denied")}}, want: 0},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -225,12 +226,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		r.watch.forget(req.NamespacedName)
 		return reconcile.Result{}, nil
 	case !deleting && !controllerutil.ContainsFinalizer(&twd, Finalizer):
+		// The finalizer comes before anything it cleans up. This pass
+		// writes only it; the next, at once, observes and writes status,
+		// so each pass makes one write of the TWD.
 		patched := twd.DeepCopy()
 		controllerutil.AddFinalizer(patched, Finalizer)
 		if err := r.Client.Patch(ctx, patched, client.MergeFromWithOptions(&twd, client.MergeFromWithOptimisticLock{})); err != nil {
 			return reconcile.Result{}, err
 		}
-		twd = *patched
+		return reconcile.Result{RequeueAfter: minRequeue, Priority: ptr.To(0)}, nil
 	}
 
 	now := r.Clock.Now()
@@ -293,26 +297,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	r.watchRouting(o, res)
 
-	// Status shows an accepted routing change or version deletion at
-	// once, rather than after the next pass reads it back; the next look
-	// is when the new state needs one (a plan that routes again: at once).
-	shown, requeue := res, res.RequeueAfter
-	if (out.routed != nil || len(out.deleted) > 0) && len(out.failed) == 0 && !deleting {
-		in := o.input
-		if out.routed != nil {
-			in.Temporal = planner.AfterRouting(o.input.Temporal, *out.routed, r.Pool.Identity(), now)
-			if res.BecomeManager {
-				in.Temporal.ManagerIdentity = r.Pool.Identity() // taken before the write
-			}
-		}
-		in.Temporal = planner.AfterDeletions(in.Temporal, out.deleted)
-		shown = planner.Plan(in)
-		shown.Events = res.Events
-		requeue = shown.RequeueAfter
-		if shown.Routing != nil {
-			requeue = minRequeue
-		}
-	}
+	before := twd.Status.Conditions
+	status, shown := buildStatus(twd.Status, twd.Generation, res, out, taskQueues(o), now)
+	requeue := shown.RequeueAfter
 	if o.retryBusy > 0 {
 		requeue = o.retryBusy
 	}
@@ -325,22 +312,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if len(out.failed) > 0 {
 		msg := joinErrors(out.failed)
 		logf.FromContext(ctx).Error(fmt.Errorf("%s", msg), "applying the plan failed")
-		r.event(&twd, corev1.EventTypeWarning, eventActionFailed, "%s", msg)
+		r.event(&twd, corev1.EventTypeWarning, v1alpha1.ReasonPlanExecutionFailed, "%s", msg)
 		requeue = min(requeue, retryFailed)
 		if deleting {
 			requeue = min(requeue, retryDeleting)
 		}
 	}
 	r.recent.remember(o, res, out, requeue, now)
-	before := twd.Status.Conditions
-	status := newStatus(twd.Status, twd.Generation, shown, out, taskQueues(o), now)
 	if err := r.writeStatus(ctx, &twd, status); err != nil {
 		return reconcile.Result{}, err
 	}
 	// Where a pass spends its time, for profiling (--zap-log-level=1).
 	logf.FromContext(ctx).V(1).Info("pass", "temporal", o.temporalSource(), "observed", observed, "acted", acted-observed,
 		"statusWritten", r.Clock.Since(now)-acted, "routed", out.routed != nil, "ready", shown.Ready.Reason)
-	observeRollout(&twd, before, withOutcome(shown, out), now)
+	observeRollout(&twd, before, shown, now)
 	return reconcile.Result{RequeueAfter: sinceStart(requeue, r.Clock.Since(now)), Priority: nextPassPriority(shown, out)}, nil
 }
 
@@ -388,7 +373,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, twd *v1alpha1.TemporalWork
 func (r *Reconciler) recordEvents(o *observation, res planner.Result, out outcome) {
 	old := meta.FindStatusCondition(o.twd.Status.Conditions, v1alpha1.ConditionReady)
 	changed := old == nil || old.Reason != res.Ready.Reason || old.Message != res.Ready.Message
-	if changed && isBlocked(res) && !hasWarning(res, res.Progressing.Reason) {
+	if changed && res.State == planner.StateBlocked && !hasWarning(res, res.Progressing.Reason) {
 		// A problem the plan only reports (a missing connection, Temporal
 		// unreachable) gets a Warning too, once, when it starts or changes.
 		r.event(o.twd, corev1.EventTypeWarning, res.Progressing.Reason, "%s", res.Progressing.Message)
@@ -397,19 +382,11 @@ func (r *Reconciler) recordEvents(o *observation, res planner.Result, out outcom
 		if e.Type == planner.EventWarning && !changed {
 			continue
 		}
-		if e.Reason == planner.EventCreateDeployment && o.conn == nil {
-			continue // not created: the connection is unusable, and Ready says so
-		}
 		if e.Reason == planner.EventUpdateInPlace && out.updatedInPlace == nil {
 			continue // the patch failed or lost a race; PlanExecutionFailed or the next pass says so
 		}
 		r.event(o.twd, e.Type, e.Reason, "%s", e.Message)
 	}
-}
-
-// isBlocked: the rollout cannot go on until something outside changes.
-func isBlocked(res planner.Result) bool {
-	return res.Progressing.Status == metav1.ConditionFalse && res.Progressing.Reason != v1alpha1.ReasonRolloutComplete
 }
 
 func hasWarning(res planner.Result, reason string) bool {

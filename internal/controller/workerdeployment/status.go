@@ -11,17 +11,24 @@ import (
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
 )
 
-// newStatus is the whole status after a pass, from the previous status, the
-// plan and the outcome of acting on it: a failed step makes both conditions
-// PlanExecutionFailed, a started or cancelled gate, an in-place update and
-// a revival are recorded. What the plan cannot know (a version's status while
-// Temporal is unreachable, when a version was first healthy) is carried
-// over from the previous status. taskQueues holds the task queues of
-// versions described this pass.
-func newStatus(old v1alpha1.TemporalWorkerDeploymentStatus, generation int64, res planner.Result, out outcome, taskQueues map[string][]string, now time.Time) v1alpha1.TemporalWorkerDeploymentStatus {
-	res = withOutcome(res, out)
-	res.Versions = withDrainDone(res.Versions, out.drained, now)
-	gate := out.gate
+// buildStatus is the whole status after a pass, and the report it shows,
+// from the previous status, the plan and the outcome of acting on it. It
+// is the one place status is computed:
+//   - the report is the plan's projection once Temporal accepted every
+//     write it assumes (status shows a routing change or a version
+//     deletion at once), else the plan's own;
+//   - a failed step makes both conditions PlanExecutionFailed, and the
+//     report Blocked; a write Temporal did not answer for a moment leaves
+//     them, saying it is retried;
+//   - a started or cancelled gate, an in-place update, a revival, drain
+//     work done and the completion of the target's rollout are recorded;
+//   - what the plan cannot know (a version's status while Temporal is
+//     unreachable, when a version was first healthy) is carried over.
+//
+// taskQueues holds the task queues of versions described this pass.
+func buildStatus(old v1alpha1.TemporalWorkerDeploymentStatus, generation int64, res planner.Result, out outcome, taskQueues map[string][]string, now time.Time) (v1alpha1.TemporalWorkerDeploymentStatus, planner.Report) {
+	rep := withOutcome(shownReport(res, out), out)
+	versions := withDrainDone(rep.Versions, out.drained, now)
 	previous := map[string]v1alpha1.WorkerVersion{}
 	for _, v := range append([]*v1alpha1.WorkerVersion{old.TargetVersion, old.CurrentVersion, old.RampingVersion}, ptrs(old.DeprecatedVersions)...) {
 		if v != nil {
@@ -30,12 +37,12 @@ func newStatus(old v1alpha1.TemporalWorkerDeploymentStatus, generation int64, re
 	}
 	st := v1alpha1.TemporalWorkerDeploymentStatus{
 		ObservedGeneration: generation,
-		Gate:               gate,
+		Gate:               out.gate,
 		Conditions:         append([]metav1.Condition(nil), old.Conditions...),
 	}
-	for _, pv := range res.Versions {
+	for _, pv := range versions {
 		wv := workerVersion(pv, previous[pv.BuildID], now)
-		if res.RoutingPropagating {
+		if rep.RoutingPropagating {
 			wv = routedAsBefore(wv, previous[pv.BuildID])
 		}
 		if tq, ok := taskQueues[pv.BuildID]; ok {
@@ -43,6 +50,7 @@ func newStatus(old v1alpha1.TemporalWorkerDeploymentStatus, generation int64, re
 		}
 		switch {
 		case pv.Target:
+			wv.CompletedAt = completedAt(old.TargetVersion, pv.BuildID, rep.TargetCompleted, now)
 			st.TargetVersion = &wv
 		case wv.Status == v1alpha1.VersionCurrent:
 			st.CurrentVersion = &wv
@@ -56,27 +64,61 @@ func newStatus(old v1alpha1.TemporalWorkerDeploymentStatus, generation int64, re
 			st.CurrentVersion = &cur
 		}
 	}
-	setCondition(&st.Conditions, v1alpha1.ConditionReady, res.Ready, generation)
-	setCondition(&st.Conditions, v1alpha1.ConditionProgressing, res.Progressing, generation)
-	reconciling, stalled := kstatusConditions(res)
+	setCondition(&st.Conditions, v1alpha1.ConditionReady, rep.Ready, generation)
+	setCondition(&st.Conditions, v1alpha1.ConditionProgressing, rep.Progressing, generation)
+	reconciling, stalled := kstatusConditions(rep)
 	setCondition(&st.Conditions, v1alpha1.ConditionReconciling, reconciling, generation)
 	setCondition(&st.Conditions, v1alpha1.ConditionStalled, stalled, generation)
 	markUpdatedInPlace(&st, out.updatedInPlace, now)
 	markRevived(&st, out.revived)
-	return st
+	return st, rep
+}
+
+// shownReport is the plan's projection when Temporal accepted every write
+// it assumes and nothing failed; otherwise the plan's report of the state
+// it read. A pass in which Temporal took only some of them (a version it
+// kept in use) shows the state read, and looks again at once.
+func shownReport(res planner.Result, out outcome) planner.Report {
+	if res.Projected == nil || len(out.failed) > 0 {
+		return res.Report()
+	}
+	routed := res.Routing == nil || out.routed != nil
+	deleted := len(out.deleted) == len(res.DeleteTemporalVersions)
+	switch {
+	case routed && deleted:
+		return *res.Projected
+	case out.routed != nil || len(out.deleted) > 0:
+		rep := res.Report()
+		rep.RequeueAfter = minRequeue
+		return rep
+	}
+	return res.Report()
+}
+
+// completedAt is the target's CompletedAt: kept from the previous status
+// while the build stays the target, set when its rollout completes.
+func completedAt(prev *v1alpha1.WorkerVersion, build string, completed bool, now time.Time) *metav1.Time {
+	if prev != nil && prev.BuildID == build && prev.CompletedAt != nil {
+		return prev.CompletedAt
+	}
+	if completed {
+		t := metav1.NewTime(now)
+		return &t
+	}
+	return nil
 }
 
 // kstatusConditions are Reconciling and Stalled, kstatus' conventions,
 // from the same state as Progressing: moving is Reconciling, blocked (or a
 // failed step) is Stalled, a complete rollout is neither.
-func kstatusConditions(res planner.Result) (reconciling, stalled planner.Condition) {
-	p := res.Progressing
+func kstatusConditions(rep planner.Report) (reconciling, stalled planner.Condition) {
+	p := rep.Progressing
 	no := planner.Condition{Status: metav1.ConditionFalse, Reason: p.Reason, Message: p.Message}
 	yes := planner.Condition{Status: metav1.ConditionTrue, Reason: p.Reason, Message: p.Message}
-	switch {
-	case p.Reason == v1alpha1.ReasonPlanExecutionFailed || res.State == planner.StateBlocked:
+	switch rep.State {
+	case planner.StateBlocked:
 		return no, yes
-	case res.State == planner.StateComplete:
+	case planner.StateComplete:
 		return no, no
 	}
 	return yes, no
@@ -93,26 +135,26 @@ func unanswered(errs []error) bool {
 	return len(errs) > 0
 }
 
-// withOutcome reports a failed step on both conditions instead of what the
-// plan expected to happen.
-func withOutcome(res planner.Result, out outcome) planner.Result {
+// withOutcome reports a failed step on both conditions, and the rollout
+// as blocked, instead of what the plan expected to happen.
+func withOutcome(rep planner.Report, out outcome) planner.Report {
 	if len(out.failed) == 0 {
-		return res
+		return rep
 	}
 	if out.momentary {
 		// Temporal did not answer a write for a moment: the plan's
 		// conditions stand, and say it is retried.
 		note := "; retrying what Temporal did not answer: " + joinErrors(out.failed)
-		res.Progressing.Message += note
-		if res.Ready.Status != metav1.ConditionTrue {
-			res.Ready.Message += note
+		rep.Progressing.Message += note
+		if rep.Ready.Status != metav1.ConditionTrue {
+			rep.Ready.Message += note
 		}
-		return res
+		return rep
 	}
 	failed := planner.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonPlanExecutionFailed,
 		Message: joinErrors(out.failed) + "; the controller retries, and the Deployment and Temporal stay as they were for the failed steps"}
-	res.Ready, res.Progressing = failed, failed
-	return res
+	rep.Ready, rep.Progressing, rep.State = failed, failed, planner.StateBlocked
+	return rep
 }
 
 // routedAsBefore keeps a version's routing as status showed it while

@@ -27,7 +27,7 @@ func TestNewStatusPlacesVersions(t *testing.T) {
 		Ready:       planner.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonRamping, Message: "ramping"},
 		Progressing: planner.Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonRamping, Message: "ramping"},
 	}
-	st := newStatus(v1alpha1.TemporalWorkerDeploymentStatus{}, 7, res, outcome{}, nil, t0)
+	st := buildStatusOnly(v1alpha1.TemporalWorkerDeploymentStatus{}, 7, res, outcome{}, nil, t0)
 	if st.TargetVersion.BuildID != "v2" || *st.TargetVersion.RampPercentage != 20 || st.CurrentVersion.BuildID != "v1" {
 		t.Fatalf("target/current = %+v / %+v", st.TargetVersion, st.CurrentVersion)
 	}
@@ -53,7 +53,7 @@ func TestNewStatusKeepsLastKnownWhenTemporalIsUnknown(t *testing.T) {
 		Ready:       planner.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonTemporalStateFetchFailed, Message: "x"},
 		Progressing: planner.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonTemporalStateFetchFailed, Message: "x"},
 	}
-	st := newStatus(old, 1, res, outcome{}, nil, t0)
+	st := buildStatusOnly(old, 1, res, outcome{}, nil, t0)
 	if st.TargetVersion.Status != v1alpha1.VersionCurrent || !st.TargetVersion.HealthySince.Equal(&healthy) {
 		t.Fatalf("target = %+v", st.TargetVersion)
 	}
@@ -65,10 +65,10 @@ func TestNewStatusKeepsLastKnownWhenTemporalIsUnknown(t *testing.T) {
 func TestConditionTransitionTimeKeptWhileStatusHolds(t *testing.T) {
 	cond := planner.Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonRolloutComplete, Message: "done"}
 	res := planner.Result{Ready: cond, Progressing: planner.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonRolloutComplete, Message: "done"}}
-	first := newStatus(v1alpha1.TemporalWorkerDeploymentStatus{}, 1, res, outcome{}, nil, t0)
+	first := buildStatusOnly(v1alpha1.TemporalWorkerDeploymentStatus{}, 1, res, outcome{}, nil, t0)
 	before := meta.FindStatusCondition(first.Conditions, v1alpha1.ConditionReady).LastTransitionTime
 	time.Sleep(1100 * time.Millisecond)
-	second := newStatus(first, 2, res, outcome{}, nil, t0.Add(time.Minute))
+	second := buildStatusOnly(first, 2, res, outcome{}, nil, t0.Add(time.Minute))
 	after := meta.FindStatusCondition(second.Conditions, v1alpha1.ConditionReady)
 	if !after.LastTransitionTime.Equal(&before) || after.ObservedGeneration != 2 {
 		t.Fatalf("transition time moved or generation stale: %+v", after)
@@ -102,7 +102,7 @@ func TestNewStatusReportsTheOutcome(t *testing.T) {
 		gate:           &v1alpha1.GateStatus{BuildID: "v2", WorkflowID: "g", Result: "Running"},
 		updatedInPlace: &planner.UpdateDeployment{Name: "w-v2", BuildID: "v2", Message: "spec.template changed"},
 	}
-	st := newStatus(v1alpha1.TemporalWorkerDeploymentStatus{}, 4, res, out, nil, t0)
+	st := buildStatusOnly(v1alpha1.TemporalWorkerDeploymentStatus{}, 4, res, out, nil, t0)
 	for _, typ := range []string{v1alpha1.ConditionReady, v1alpha1.ConditionProgressing} {
 		c := meta.FindStatusCondition(st.Conditions, typ)
 		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonPlanExecutionFailed || !strings.Contains(c.Message, "SetCurrent: unavailable") {
@@ -119,13 +119,13 @@ func TestNewStatusReportsTheOutcome(t *testing.T) {
 
 func TestKstatusConditionsFollowTheRolloutState(t *testing.T) {
 	cases := map[string]struct {
-		res                 planner.Result
+		res                 planner.Report
 		reconciling, stalld metav1.ConditionStatus
 	}{
-		"moving":   {planner.Result{State: planner.StateMoving, Progressing: planner.Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonRamping}}, metav1.ConditionTrue, metav1.ConditionFalse},
-		"blocked":  {planner.Result{State: planner.StateBlocked, Progressing: planner.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonGateFailed}}, metav1.ConditionFalse, metav1.ConditionTrue},
-		"complete": {planner.Result{State: planner.StateComplete, Progressing: planner.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonRolloutComplete}}, metav1.ConditionFalse, metav1.ConditionFalse},
-		"a step failed": {withOutcome(planner.Result{State: planner.StateMoving}, outcome{failed: []error{errors.New("boom")}}),
+		"moving":   {planner.Report{State: planner.StateMoving, Progressing: planner.Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonRamping}}, metav1.ConditionTrue, metav1.ConditionFalse},
+		"blocked":  {planner.Report{State: planner.StateBlocked, Progressing: planner.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonGateFailed}}, metav1.ConditionFalse, metav1.ConditionTrue},
+		"complete": {planner.Report{State: planner.StateComplete, Progressing: planner.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonRolloutComplete}}, metav1.ConditionFalse, metav1.ConditionFalse},
+		"a step failed": {withOutcome(planner.Report{State: planner.StateMoving}, outcome{failed: []error{errors.New("boom")}}),
 			metav1.ConditionFalse, metav1.ConditionTrue},
 	}
 	for name, c := range cases {
@@ -148,17 +148,71 @@ func TestNewStatusRecordsRevivals(t *testing.T) {
 		{BuildID: "v1", Status: v1alpha1.VersionDraining, Deployment: "w-v1"},
 		{BuildID: "v2", Status: v1alpha1.VersionCurrent, Deployment: "w-v2", Target: true},
 	}}
-	if st := newStatus(old, 1, res, outcome{}, nil, t0); st.DeprecatedVersions[0].Revival != earlier {
+	if st := buildStatusOnly(old, 1, res, outcome{}, nil, t0); st.DeprecatedVersions[0].Revival != earlier {
 		t.Errorf("without a revival the record is %+v, want the previous one", st.DeprecatedVersions[0].Revival)
 	}
 	revival := &planner.Revival{At: t0, Replicas: 1, Status: v1alpha1.VersionDraining, Backlog: ptr.To[int64](4), Message: "tasks wait"}
 	out := outcome{revived: []planner.Scale{{Name: "w-v1", BuildID: "v1", Replicas: 1, Reason: planner.ScaleRevive, Revival: revival}}}
-	st := newStatus(old, 1, res, out, nil, t0)
+	st := buildStatusOnly(old, 1, res, out, nil, t0)
 	want := v1alpha1.VersionRevival{At: metav1.NewTime(t0), Replicas: 1, VersionStatus: v1alpha1.VersionDraining, Backlog: ptr.To[int64](4), Count: 3, Message: "tasks wait"}
 	if got := st.DeprecatedVersions[0].Revival; got == nil || !equality.Semantic.DeepEqual(*got, want) {
 		t.Errorf("revival recorded as %+v, want %+v", got, want)
 	}
 	if st.TargetVersion.Revival != nil {
 		t.Errorf("the target got a revival record: %+v", st.TargetVersion.Revival)
+	}
+}
+
+// buildStatusOnly is buildStatus's status.
+func buildStatusOnly(old v1alpha1.TemporalWorkerDeploymentStatus, generation int64, res planner.Result, out outcome, taskQueues map[string][]string, now time.Time) v1alpha1.TemporalWorkerDeploymentStatus {
+	st, _ := buildStatus(old, generation, res, out, taskQueues, now)
+	return st
+}
+
+// TestShownReport: status shows the plan's projection only when Temporal
+// took every write it assumes; otherwise what the pass read, and a prompt
+// look when Temporal took some of them.
+func TestShownReport(t *testing.T) {
+	projected := &planner.Report{State: planner.StateMoving, RoutingPropagating: true, RequeueAfter: 200 * time.Millisecond}
+	route := &planner.Routing{Op: planner.SetCurrent, BuildID: "v2"}
+	res := planner.Result{Routing: route, DeleteTemporalVersions: []string{"v0"}, Projected: projected,
+		State: planner.StateMoving, RequeueAfter: time.Second}
+	for name, c := range map[string]struct {
+		out       outcome
+		projected bool
+		requeue   time.Duration
+	}{
+		"all accepted":              {outcome{routed: route, deleted: []string{"v0"}}, true, 200 * time.Millisecond},
+		"routing lost a race":       {outcome{deleted: []string{"v0"}, retrySoon: true}, false, minRequeue},
+		"Temporal kept the version": {outcome{routed: route}, false, minRequeue},
+		"nothing accepted":          {outcome{retrySoon: true}, false, time.Second},
+		"a step failed":             {outcome{routed: route, deleted: []string{"v0"}, failed: []error{errors.New("boom")}}, false, time.Second},
+	} {
+		got := shownReport(res, c.out)
+		if got.RoutingPropagating != c.projected || got.RequeueAfter != c.requeue {
+			t.Errorf("%s: report %+v, want projected %v and requeue %s", name, got, c.projected, c.requeue)
+		}
+	}
+}
+
+// TestCompletedAtIsRecorded: the target's completion is a status field,
+// kept while the build stays the target, gone with a new target.
+func TestCompletedAtIsRecorded(t *testing.T) {
+	done := planner.Result{State: planner.StateComplete, TargetCompleted: true,
+		Versions: []planner.Version{{BuildID: "v1", Status: v1alpha1.VersionCurrent, Target: true}}}
+	first := buildStatusOnly(v1alpha1.TemporalWorkerDeploymentStatus{}, 1, done, outcome{}, nil, t0)
+	if c := first.TargetVersion.CompletedAt; c == nil || !c.Time.Equal(t0) {
+		t.Fatalf("completedAt = %v, want %s", c, t0)
+	}
+	moving := planner.Result{State: planner.StateBlocked, Versions: []planner.Version{{BuildID: "v1", Status: v1alpha1.VersionDraining, Target: true}}}
+	later := buildStatusOnly(first, 1, moving, outcome{}, nil, t0.Add(time.Hour))
+	if c := later.TargetVersion.CompletedAt; c == nil || !c.Time.Equal(t0) {
+		t.Errorf("completedAt = %v after the target lost its traffic, want it kept from %s", c, t0)
+	}
+	next := planner.Result{State: planner.StateMoving, Versions: []planner.Version{
+		{BuildID: "v1", Status: v1alpha1.VersionCurrent}, {BuildID: "v2", Status: v1alpha1.VersionInactive, Target: true}}}
+	st := buildStatusOnly(first, 2, next, outcome{}, nil, t0.Add(time.Hour))
+	if st.TargetVersion.CompletedAt != nil || st.CurrentVersion.CompletedAt != nil {
+		t.Errorf("completedAt on the new target %v or the old one %v, want neither", st.TargetVersion.CompletedAt, st.CurrentVersion.CompletedAt)
 	}
 }
