@@ -8,8 +8,8 @@
 //
 //   - A TWD that an older one outranks for its worker deployment (ClaimHolder)
 //     acts on nothing and reports WorkerDeploymentClaimed (in claim.go).
-//   - The target gets a Deployment (spec.replicas, or 1 for an autoscaler),
-//     unless Temporal's version limit leaves no room (TooManyVersions) (in target.go).
+//   - The target gets a Deployment (spec.replicas, or 1 for an autoscaler) once
+//     the connection resolves, unless the version limit leaves no room (in target.go).
 //   - A target Deployment running another template is updated in place; one
 //     made from the same template without our hash only gets the hash (in target.go).
 //   - Without Temporal's state nothing is routed, scaled down or deleted; reads
@@ -22,8 +22,10 @@
 //     (RoutingChangedExternally); our own such change is a rollback (in promotion.go).
 //   - A rollout a person aborted (temporal.io/abort-rollout) gets no traffic
 //     and no gate until the annotation goes or the target changes (in target.go).
-//   - A gate workflow must succeed before the target gets traffic; a run nobody
-//     needs is cancelled, then terminated after GateCancelGrace (in gate.go).
+//   - A gate workflow, on the target's workflow task queue, must succeed before
+//     it gets traffic (GateCannotStart without one or its input) (in gate.go).
+//   - A gate run nobody needs is cancelled, then terminated after
+//     GateCancelGrace (in gate.go).
 //   - While Temporal still applies a routing change to the task queues'
 //     partitions, nothing is retired and status keeps the routing it showed (in propagation.go).
 //   - Manual never routes, AllAtOnce makes the target current, Progressive
@@ -44,6 +46,8 @@
 //     deadline's Cancel or Terminate and the continue-as-new signal (in package drain).
 //
 // Once the TWD is being deleted (Input.Deletion), Plan plans its removal
-// instead, one step per call (in deletion.go). Ready is true iff the target is
-// current everywhere and runs the spec's template (in conditions.go).
+// instead, one step per call (in deletion.go). Ready is true iff the target
+// is current everywhere and runs the spec's template (in conditions.go);
+// Result.Projected is the report once Temporal accepts the plan's routing
+// (in projection.go).
 package planner
