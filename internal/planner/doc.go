@@ -145,7 +145,7 @@
 //
 // Ready is true iff the target is current, Temporal has applied that to
 // every task queue partition, and its Deployment runs the spec's template
-// (a custom build ID's in-place update has rolled). Plan asks to be called again in
+// (a custom build ID's in-place update, or a changed connection, has rolled). Plan asks to be called again in
 // a second while it waits on Temporal, at the exact time of the next step or
 // sunset deadline, and otherwise within a minute.
 package planner

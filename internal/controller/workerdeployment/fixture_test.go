@@ -575,6 +575,9 @@ func TestReconcileWrites(t *testing.T) {
 				f.objects[0].(*v1alpha1.TemporalConnection).Spec.HostPort = "temporal.shop.svc:7233"
 			},
 			kube: []string{"patch Deployment orders-v1-%s", "patch status TemporalWorkerDeployment orders"},
+			// Its pods roll from this pass on: not Ready now, or Ready
+			// would turn False in the next pass.
+			ready: v1alpha1.ReasonWaitingForPollers,
 		},
 		"a Deployment's injected connection is stale (its template replaced without it): it is patched back": {
 			setup: func(f *fixture) {
@@ -582,7 +585,8 @@ func TestReconcileWrites(t *testing.T) {
 				tpl.Spec.Containers[0].Env = slices.DeleteFunc(tpl.Spec.Containers[0].Env, func(e corev1.EnvVar) bool { return e.Name == "TEMPORAL_ADDRESS" })
 				delete(tpl.Annotations, workload.AnnotationConnectionHash)
 			},
-			kube: []string{"patch Deployment orders-v1-%s", "patch status TemporalWorkerDeployment orders"},
+			kube:  []string{"patch Deployment orders-v1-%s", "patch status TemporalWorkerDeployment orders"},
+			ready: v1alpha1.ReasonWaitingForPollers,
 		},
 		"an owned resource: adopted, its copy for the target applied, its status written": {
 			setup: func(f *fixture) {
