@@ -26,7 +26,7 @@ import (
 const propagationHold = time.Second
 
 // holdPropagation makes devenv's Temporal hold routing changes back for
-// the rest of the test (cmd/devenv/temporaldev.PropagationHoldFile).
+// the rest of the test (dev/cmd/devenv/temporaldev.PropagationHoldFile).
 func holdPropagation(t *testing.T, d time.Duration) {
 	file := filepath.Join(env.Info.Dir, "temporal-propagation-hold")
 	if err := os.WriteFile(file, []byte(d.String()), 0o644); err != nil {
