@@ -18,8 +18,8 @@
 //	func TestMyFault(t *testing.T) {
 //		s := run.Scenario(t, "my-fault")      // recorder, seeded random source
 //		c := s.StartController()                // .cache/bin/manager for s.Namespace
-//		tw := s.NewTWD("orders", progressiveGate) // TemporalConnection + TWD handle
-//		tw.Create("v1"); tw.WaitCurrent(...)
+//		tw := s.NewRollout("orders", progressiveGate) // TemporalConnection + TWD handle
+//		tw.Create(tw.Spec("v1")); tw.WaitCurrent(...)
 //		traffic := s.StartTraffic(tw.TaskQueue)  // pinned and auto-upgrade workflows
 //		inv := s.WatchInvariants(tw, traffic)    // safety rules, checked while it runs
 //		f := s.Fault("controller-kill"); c.Kill(); c.Restart()

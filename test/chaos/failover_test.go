@@ -38,9 +38,9 @@ func TestLeaderFailover(t *testing.T) {
 	}
 	leader := waitLeader(s, replicas, nil)
 
-	tw := s.NewTWD("orders", ProgressiveWithGate)
-	tw.Create("v1")
-	tw.WaitCurrent(4*time.Minute, tw.BuildID("v1"))
+	tw := s.NewRollout("orders", ProgressiveWithGate)
+	tw.Create(tw.Spec("v1"))
+	tw.WaitCurrent(4*time.Minute, tw.BuildIDOf("v1"))
 	traffic := s.StartTraffic(tw.TaskQueue)
 	inv := s.WatchInvariants(tw, traffic)
 

@@ -19,13 +19,14 @@ import (
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
 	"github.com/rainbow-deploy/rainbow/internal/workload"
+	"github.com/rainbow-deploy/rainbow/test/harness"
 )
 
 // Invariants checks the safety rules (see the package comment) for one TWD
 // while a scenario runs, and the gate rule at Finish.
 type Invariants struct {
 	s       *Scenario
-	twd     *TWD
+	twd     *harness.Rollout
 	traffic *Traffic
 	api     *temporal.API
 	cancel  context.CancelFunc
@@ -62,7 +63,7 @@ func (r RoutingState) String() string {
 // WatchInvariants starts watching twd's Deployments and routing; traffic
 // (may be nil) tells which pinned workflows are open. Call Finish at the
 // end of the scenario.
-func (s *Scenario) WatchInvariants(twd *TWD, traffic *Traffic) *Invariants {
+func (s *Scenario) WatchInvariants(twd *harness.Rollout, traffic *Traffic) *Invariants {
 	ctx, cancel := context.WithCancel(context.Background())
 	inv := &Invariants{
 		s: s, twd: twd, traffic: traffic, cancel: cancel,

@@ -25,9 +25,9 @@ func TestControllerKills(t *testing.T) {
 	t.Parallel()
 	s := run.Scenario(t, "controller-kills")
 	c := s.StartController()
-	tw := s.NewTWD("orders", ProgressiveWithGate)
-	tw.Create("v1")
-	tw.WaitCurrent(4*time.Minute, tw.BuildID("v1"))
+	tw := s.NewRollout("orders", ProgressiveWithGate)
+	tw.Create(tw.Spec("v1"))
+	tw.WaitCurrent(4*time.Minute, tw.BuildIDOf("v1"))
 	traffic := s.StartTraffic(tw.TaskQueue)
 	inv := s.WatchInvariants(tw, traffic)
 

@@ -45,9 +45,9 @@ func TestStaleDrainageSummary(t *testing.T) {
 		return faultproxy.RoutingWrite(m) || strings.HasSuffix(m, "/DescribeWorkerDeploymentVersion")
 	}
 	s.StartController()
-	tw := s.NewTWD("orders", nil) // AllAtOnce, sunset delays of 2 s and 3 s
-	tw.Create("v1")
-	v1 := tw.BuildID("v1")
+	tw := s.NewRollout("orders") // AllAtOnce, sunset delays of 2 s and 3 s
+	tw.Create(tw.Spec("v1"))
+	v1 := tw.BuildIDOf("v1")
 	tw.WaitCurrent(4*time.Minute, v1)
 	traffic := s.StartTraffic(tw.TaskQueue)
 	inv := s.WatchInvariants(tw, traffic)

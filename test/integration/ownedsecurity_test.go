@@ -35,9 +35,9 @@ func TestOwnedStatusIsNoDeleteList(t *testing.T) {
 	tt := env.NewTest(t)
 	r := newRollout(tt, "ownedsec")
 	ctx := context.Background()
-	r.create(r.spec("v1"))
-	v1 := r.buildID()
-	r.waitCurrent(2*time.Minute, v1)
+	r.Create(r.Spec("v1"))
+	v1 := r.BuildID()
+	r.WaitCurrent(2*time.Minute, v1)
 	hpa := r.ownedExample("twor-hpa.yaml")
 	r.applyOwned(hpa, harness.ServerSideApply)
 	pinned, v2 := r.rollOutV2WithPinned(1)
@@ -160,9 +160,9 @@ func TestOwnedTemplateCannotExhaustMemory(t *testing.T) {
 	tt := env.NewTest(t)
 	ctx := context.Background()
 	r := newRollout(tt, "bomb")
-	r.create(r.spec("v1"))
-	v1 := r.buildID()
-	r.waitCurrent(2*time.Minute, v1)
+	r.Create(r.Spec("v1"))
+	v1 := r.BuildID()
+	r.WaitCurrent(2*time.Minute, v1)
 
 	pdb := func(name, note string) *v1alpha1.TemporalWorkerOwnedResource {
 		return &v1alpha1.TemporalWorkerOwnedResource{
@@ -213,9 +213,9 @@ func TestOwnedTemplateCannotExhaustMemory(t *testing.T) {
 	}
 
 	// The controller works for everyone else.
-	other := &rollout{T: tt, Name: "bystander", TaskQueue: tt.TaskQueue("bystander")}
-	other.create(other.spec("v1"))
-	other.waitCurrent(2*time.Minute, other.buildID())
+	other := &rollout{&harness.Rollout{T: tt, Name: "bystander", TaskQueue: tt.TaskQueue("bystander")}}
+	other.Create(other.Spec("v1"))
+	other.WaitCurrent(2*time.Minute, other.BuildID())
 }
 
 // skipWebhook makes the API server skip the TemporalWorkerOwnedResource
@@ -251,10 +251,10 @@ func skipWebhook(t *testing.T, ns string) (restore func()) {
 // note of what was left out, and the other version's copy is on record.
 func TestOwnedHugeErrorKeepsStatusWritable(t *testing.T) {
 	r := newRollout(env.NewTest(t), "ownedhuge")
-	r.create(r.spec("v1"))
-	v1 := r.buildID()
-	r.waitCurrent(2*time.Minute, v1)
-	v2Spec := r.spec("v2").Spec
+	r.Create(r.Spec("v1"))
+	v1 := r.BuildID()
+	r.WaitCurrent(2*time.Minute, v1)
+	v2Spec := r.Spec("v2").Spec
 	v2 := buildid.Of(&v2Spec)
 	loud := &v1alpha1.TemporalWorkerOwnedResource{
 		ObjectMeta: metav1.ObjectMeta{Name: "loud", Namespace: r.Namespace},
@@ -275,8 +275,8 @@ func TestOwnedHugeErrorKeepsStatusWritable(t *testing.T) {
 	}
 	r.waitOwnedReady(loud.Name, metav1.ConditionTrue, v1alpha1.ReasonApplied)
 
-	r.setImage("v2")
-	r.waitCurrent(3*time.Minute, v2)
+	r.SetImage("v2")
+	r.WaitCurrent(3*time.Minute, v2)
 	var got *v1alpha1.TemporalWorkerOwnedResource
 	r.Eventually(2*time.Minute, "loud Ready=False (ApplyFailed) naming "+v2, func() (bool, string) {
 		got = r.owned(loud.Name)

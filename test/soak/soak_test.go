@@ -18,10 +18,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	appsv1 "k8s.io/api/apps/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
 	"github.com/rainbow-deploy/rainbow/internal/workload"
 	"github.com/rainbow-deploy/rainbow/test/harness"
@@ -164,11 +162,7 @@ func TestSoak(t *testing.T) {
 	tt := env.NewTest(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	conn := &v1alpha1.TemporalConnection{
-		ObjectMeta: metav1.ObjectMeta{Name: "temporal", Namespace: tt.Namespace},
-		Spec:       v1alpha1.TemporalConnectionSpec{HostPort: env.Info.TemporalAddress},
-	}
-	if err := env.Kube.Create(ctx, conn); err != nil {
+	if err := env.CreateConnection(ctx, tt.Namespace); err != nil {
 		t.Fatal(err)
 	}
 	ctl := newController(outDir)
