@@ -166,12 +166,7 @@ func grant(t *testing.T, tt *harness.T, user, name string, rule rbacv1.PolicyRul
 	t.Helper()
 	ctx := context.Background()
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: tt.Namespace, Name: name}, Rules: []rbacv1.PolicyRule{rule}}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: tt.Namespace, Name: name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
-	}
-	for _, obj := range []crclient.Object{role, binding} {
+	for _, obj := range []crclient.Object{role, harness.UserBinding(tt.Namespace, name, "Role", name, user)} {
 		if err := env.Kube.Create(ctx, obj); err != nil {
 			t.Fatal(err)
 		}

@@ -20,7 +20,6 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
-	"github.com/rainbow-deploy/rainbow/internal/buildid"
 	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
 	"github.com/rainbow-deploy/rainbow/internal/ownedresource"
 	"github.com/rainbow-deploy/rainbow/test/harness"
@@ -48,24 +47,12 @@ func TestOwnedResourcesFollowVersions(t *testing.T) {
 	v1 := r.BuildID()
 	readySince := findCondition(r.WaitCurrent(2*time.Minute, v1), v1alpha1.ConditionReady).LastTransitionTime
 
-	v2Spec := r.Spec("v2").Spec
-	v2 := buildid.Of(&v2Spec)
+	v2 := r.BuildIDOf("v2")
 	hpa := r.ownedExample("twor-hpa.yaml")
 	pdb := r.ownedExample("twor-pdb.yaml")
-	flaky := &v1alpha1.TemporalWorkerOwnedResource{
-		ObjectMeta: metav1.ObjectMeta{Name: "flaky", Namespace: r.Namespace},
-		Spec: v1alpha1.TemporalWorkerOwnedResourceSpec{
-			WorkerRef: v1alpha1.WorkerReference{Name: r.Name},
-			Object: rawJSON(t, map[string]any{
-				"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-				"metadata": map[string]any{"annotations": map[string]any{
-					"example.com/note": fmt.Sprintf(`{{ if eq .BuildID %q }}{{ index .BuildID 999 }}{{ end }}ok`, v2),
-				}},
-				// {}: the sentinel every way of applying keeps.
-				"spec": map[string]any{"maxUnavailable": 1, "selector": map[string]any{"matchLabels": map[string]any{}}},
-			}),
-		},
-	}
+	flaky := r.ownedPDB("flaky", map[string]any{"annotations": map[string]any{
+		"example.com/note": fmt.Sprintf(`{{ if eq .BuildID %q }}{{ index .BuildID 999 }}{{ end }}ok`, v2),
+	}})
 	r.applyOwned(hpa, harness.ClientSideApply)
 	r.applyOwned(pdb, harness.ClientSideApply)
 	if err := r.Env.Kube.Create(context.Background(), flaky); err != nil {
@@ -358,6 +345,22 @@ func (r *rollout) waitOwnedReady(name string, status metav1.ConditionStatus, rea
 		return c != nil && c.Status == status && c.Reason == reason && c.ObservedGeneration == got.Generation, fmt.Sprintf("%+v", got.Status)
 	})
 	return got
+}
+
+// ownedPDB is a TemporalWorkerOwnedResource named name that gives each
+// version of r a PodDisruptionBudget with metadata. Its empty matchLabels
+// is the sentinel every way of applying keeps.
+func (r *rollout) ownedPDB(name string, metadata map[string]any) *v1alpha1.TemporalWorkerOwnedResource {
+	return &v1alpha1.TemporalWorkerOwnedResource{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.Namespace},
+		Spec: v1alpha1.TemporalWorkerOwnedResourceSpec{
+			WorkerRef: v1alpha1.WorkerReference{Name: r.Name},
+			Object: rawJSON(r.T.T, map[string]any{
+				"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": metadata,
+				"spec": map[string]any{"maxUnavailable": 1, "selector": map[string]any{"matchLabels": map[string]any{}}},
+			}),
+		},
+	}
 }
 
 func rawJSON(t *testing.T, v any) apiextensionsv1.JSON {

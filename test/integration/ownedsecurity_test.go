@@ -19,7 +19,6 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
-	"github.com/rainbow-deploy/rainbow/internal/buildid"
 	"github.com/rainbow-deploy/rainbow/test/harness"
 )
 
@@ -165,17 +164,7 @@ func TestOwnedTemplateCannotExhaustMemory(t *testing.T) {
 	r.WaitCurrent(2*time.Minute, v1)
 
 	pdb := func(name, note string) *v1alpha1.TemporalWorkerOwnedResource {
-		return &v1alpha1.TemporalWorkerOwnedResource{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.Namespace},
-			Spec: v1alpha1.TemporalWorkerOwnedResourceSpec{
-				WorkerRef: v1alpha1.WorkerReference{Name: r.Name},
-				Object: rawJSON(t, map[string]any{
-					"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-					"metadata": map[string]any{"annotations": map[string]any{"example.com/note": note}},
-					"spec":     map[string]any{"maxUnavailable": 1, "selector": map[string]any{"matchLabels": map[string]any{}}},
-				}),
-			},
-		}
+		return r.ownedPDB(name, map[string]any{"annotations": map[string]any{"example.com/note": note}})
 	}
 	stored, branchy := pdb("stored", "{{ .BuildID }}"), pdb("branchy", fmt.Sprintf(`{{ if eq .BuildID %q }}%s{{ end }}`, v1, bombTemplate))
 	for _, or := range []*v1alpha1.TemporalWorkerOwnedResource{stored, branchy} {
@@ -254,22 +243,11 @@ func TestOwnedHugeErrorKeepsStatusWritable(t *testing.T) {
 	r.Create(r.Spec("v1"))
 	v1 := r.BuildID()
 	r.WaitCurrent(2*time.Minute, v1)
-	v2Spec := r.Spec("v2").Spec
-	v2 := buildid.Of(&v2Spec)
-	loud := &v1alpha1.TemporalWorkerOwnedResource{
-		ObjectMeta: metav1.ObjectMeta{Name: "loud", Namespace: r.Namespace},
-		Spec: v1alpha1.TemporalWorkerOwnedResourceSpec{
-			WorkerRef: v1alpha1.WorkerReference{Name: r.Name},
-			Object: rawJSON(t, map[string]any{
-				"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-				"metadata": map[string]any{"labels": map[string]any{
-					// Only v2's copy gets the value, too long for a label.
-					"example.com/loud": fmt.Sprintf(`{{ if eq .BuildID %q }}%s{{ else }}ok{{ end }}`, v2, strings.Repeat("x", 40000)),
-				}},
-				"spec": map[string]any{"maxUnavailable": 1, "selector": map[string]any{"matchLabels": map[string]any{}}},
-			}),
-		},
-	}
+	v2 := r.BuildIDOf("v2")
+	loud := r.ownedPDB("loud", map[string]any{"labels": map[string]any{
+		// Only v2's copy gets the value, too long for a label.
+		"example.com/loud": fmt.Sprintf(`{{ if eq .BuildID %q }}%s{{ else }}ok{{ end }}`, v2, strings.Repeat("x", 40000)),
+	}})
 	if err := r.Env.Kube.Create(context.Background(), loud); err != nil {
 		t.Fatal(err)
 	}
