@@ -124,12 +124,14 @@ func (r *Rollout) Spec(tag string) *v1alpha1.TemporalWorkerDeployment {
 	return r.Env.DemoTWD(r.Namespace, r.Name, DemoImage(tag), r.TaskQueue, r.Options...)
 }
 
-// Create creates twd, failing the test on an error.
-func (r *Rollout) Create(twd *v1alpha1.TemporalWorkerDeployment) {
+// Create creates twd, failing the test on an error, and returns the build
+// ID of its spec as stored.
+func (r *Rollout) Create(twd *v1alpha1.TemporalWorkerDeployment) string {
 	r.Helper()
 	if err := r.Env.Kube.Create(context.Background(), twd); err != nil {
 		r.Fatalf("create TemporalWorkerDeployment: %v", err)
 	}
+	return buildid.Of(&twd.Spec)
 }
 
 // Read reads the TWD; it does not fail the test, so other goroutines may

@@ -183,8 +183,7 @@ func TestZeroedVersionWithPinnedWorkGetsWorkersBack(t *testing.T) {
 	r := newRollout(env.NewTest(t), "revive")
 	twd := r.Spec("v1")
 	twd.Spec.Replicas = nil
-	r.Create(twd)
-	v1 := r.BuildID()
+	v1 := r.Create(twd)
 	r.WaitCurrent(2*time.Minute, v1)
 	run, err := r.Env.Temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
 		ID: r.Name + "-pinned", TaskQueue: r.TaskQueue,

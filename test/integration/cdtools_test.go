@@ -276,8 +276,7 @@ func TestCDToolsFollowARollout(t *testing.T) {
 
 	twd := r.Spec("v1")
 	twd.Spec.Rollout = v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyProgressive, Steps: steps([]int32{25, 75}, time.Hour)}
-	r.Create(twd)
-	v1 := r.BuildID()
+	v1 := r.Create(twd)
 	done := r.waitView(2*time.Minute, "version "+v1+" current: Current and Healthy", func(v cdView) bool {
 		return v.kstatus == status.CurrentStatus && v.health.Status == "Healthy"
 	})

@@ -30,8 +30,7 @@ import (
 func TestSecondTWDCannotClaimWorkerDeployment(t *testing.T) {
 	ctx := context.Background()
 	a := newRollout(env.NewTest(t), "claim-a")
-	a.Create(a.Spec("v1"))
-	v1 := a.BuildID()
+	v1 := a.Create(a.Spec("v1"))
 	a.WaitCurrent(2*time.Minute, v1)
 	pinned := a.startLong(demoworker.LongPinnedWorkflow)
 	a.Eventually(30*time.Second, "the pinned workflow running on "+v1, func() (bool, string) {

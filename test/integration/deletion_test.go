@@ -74,8 +74,7 @@ func TestDeletionWaitsForPinnedWorkflows(t *testing.T) {
 // loads it a moment after it is applied, so it is probed with dry runs.
 func pinnedDeletionRollout(t *testing.T, name string) (*rollout, string, client.WorkflowRun) {
 	r := newRollout(env.NewTest(t), name)
-	r.Create(r.Spec("v1"))
-	v1 := r.BuildID()
+	v1 := r.Create(r.Spec("v1"))
 	r.WaitCurrent(2*time.Minute, v1)
 	pinned := r.startLong(demoworker.LongPinnedWorkflow)
 	r.Eventually(30*time.Second, "a foreground deletion refused", func() (bool, string) {

@@ -90,8 +90,7 @@ func TestTemporalOutageScalesNothingDown(t *testing.T) {
 	twd := r.Spec("v1")
 	twd.Spec.Sunset.ScaledownDelay = &metav1.Duration{Duration: scaledownDelay}
 	twd.Spec.Sunset.DeleteDelay = &metav1.Duration{Duration: 0}
-	r.Create(twd)
-	v1 := r.BuildID()
+	v1 := r.Create(twd)
 	r.WaitCurrent(2*time.Minute, v1)
 	v2 := r.SetImage("v2")
 	r.WaitCurrent(2*time.Minute, v2)
@@ -191,8 +190,7 @@ func (r *rollout) waitGone(timeout time.Duration) {
 // deployment from Temporal, and only then lets the object go.
 func TestDeletingTheTWDRemovesItFromTemporal(t *testing.T) {
 	r := newRollout(env.NewTest(t), "deletion")
-	r.Create(r.Spec("v1"))
-	v1 := r.BuildID()
+	v1 := r.Create(r.Spec("v1"))
 	r.WaitCurrent(2*time.Minute, v1)
 	r.deleteAndWait()
 	if d := r.deployment(v1); d != nil {
@@ -280,8 +278,7 @@ func (p *proxy) stop() {
 // build ID, and the version stays current.
 func TestConnectionChangeRollsRunningVersions(t *testing.T) {
 	r := newRollout(env.NewTest(t), "reconnect")
-	r.Create(r.Spec("v1"))
-	v1 := r.BuildID()
+	v1 := r.Create(r.Spec("v1"))
 	r.WaitCurrent(2*time.Minute, v1)
 	before := r.deployment(v1)
 
@@ -323,8 +320,7 @@ func TestConnectionChangeRollsRunningVersions(t *testing.T) {
 // connection's server while the old one is left running.
 func TestConnectionToAnotherServerMovesNoWorkers(t *testing.T) {
 	r := newRollout(env.NewTest(t), "otherserver")
-	r.Create(r.Spec("v1"))
-	v1 := r.BuildID()
+	v1 := r.Create(r.Spec("v1"))
 	r.WaitCurrent(2*time.Minute, v1)
 	d := r.deployment(v1)
 	if d.Annotations[workload.AnnotationNamespaceID] == "" {

@@ -26,8 +26,7 @@ import (
 // It then no longer keeps v2 draining, and the new target's own gate runs.
 func TestSupersededGateIgnoringCancellationIsTerminated(t *testing.T) {
 	r := newRollout(env.NewTest(t), "stubborn-gate")
-	r.Create(r.Spec("v1"))
-	v1 := r.BuildID()
+	v1 := r.Create(r.Spec("v1"))
 	r.WaitCurrent(2*time.Minute, v1)
 
 	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {

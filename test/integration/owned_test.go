@@ -43,8 +43,7 @@ func TestOwnedResourcesFollowVersions(t *testing.T) {
 	r := newRollout(env.NewTest(t), "owned")
 	twd := r.Spec("v1")
 	twd.Spec.Replicas = nil
-	r.Create(twd)
-	v1 := r.BuildID()
+	v1 := r.Create(twd)
 	readySince := findCondition(r.WaitCurrent(2*time.Minute, v1), v1alpha1.ConditionReady).LastTransitionTime
 
 	v2 := r.BuildIDOf("v2")
@@ -194,8 +193,7 @@ func TestOwnedExamplesEveryWayOfApplying(t *testing.T) {
 		t.Run(way.name, func(t *testing.T) {
 			t.Parallel()
 			r := newRollout(env.NewTest(t), "owned")
-			r.Create(r.Spec("v1"))
-			build := r.BuildID()
+			build := r.Create(r.Spec("v1"))
 			r.WaitCurrent(2*time.Minute, build)
 			clientSide := slices.Equal(way.how[len(way.how)-1], harness.ClientSideApply)
 			for _, file := range []string{"twor-hpa.yaml", "twor-pdb.yaml"} {
@@ -232,8 +230,7 @@ func TestOwnedExamplesEveryWayOfApplying(t *testing.T) {
 		r := newRollout(env.NewTest(t), "backlog")
 		twd := r.Spec("v1")
 		twd.Spec.Replicas = nil
-		r.Create(twd)
-		build := r.BuildID()
+		build := r.Create(twd)
 		or := r.attach("autoscaling/hpa-backlog.yaml")
 		r.waitOwnedReady(or.Name, metav1.ConditionTrue, v1alpha1.ReasonApplied)
 		h, d := r.hpaOf(or.Name, build), r.deployment(build)

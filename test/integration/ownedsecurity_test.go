@@ -34,8 +34,7 @@ func TestOwnedStatusIsNoDeleteList(t *testing.T) {
 	tt := env.NewTest(t)
 	r := newRollout(tt, "ownedsec")
 	ctx := context.Background()
-	r.Create(r.Spec("v1"))
-	v1 := r.BuildID()
+	v1 := r.Create(r.Spec("v1"))
 	r.WaitCurrent(2*time.Minute, v1)
 	hpa := r.ownedExample("twor-hpa.yaml")
 	r.applyOwned(hpa, harness.ServerSideApply)
@@ -159,8 +158,7 @@ func TestOwnedTemplateCannotExhaustMemory(t *testing.T) {
 	tt := env.NewTest(t)
 	ctx := context.Background()
 	r := newRollout(tt, "bomb")
-	r.Create(r.Spec("v1"))
-	v1 := r.BuildID()
+	v1 := r.Create(r.Spec("v1"))
 	r.WaitCurrent(2*time.Minute, v1)
 
 	pdb := func(name, note string) *v1alpha1.TemporalWorkerOwnedResource {
@@ -240,8 +238,7 @@ func skipWebhook(t *testing.T, ns string) (restore func()) {
 // note of what was left out, and the other version's copy is on record.
 func TestOwnedHugeErrorKeepsStatusWritable(t *testing.T) {
 	r := newRollout(env.NewTest(t), "ownedhuge")
-	r.Create(r.Spec("v1"))
-	v1 := r.BuildID()
+	v1 := r.Create(r.Spec("v1"))
 	r.WaitCurrent(2*time.Minute, v1)
 	v2 := r.BuildIDOf("v2")
 	loud := r.ownedPDB("loud", map[string]any{"labels": map[string]any{

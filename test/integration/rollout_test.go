@@ -21,8 +21,7 @@ import (
 // after it drained, then deleted in Kubernetes and in Temporal.
 func TestAllAtOnceKeepsPinnedWorkflowsOnTheirVersion(t *testing.T) {
 	r := newRollout(env.NewTest(t), "allatonce")
-	r.Create(r.Spec("v1"))
-	v1 := r.BuildID()
+	v1 := r.Create(r.Spec("v1"))
 
 	out, err := r.kubectl(3*time.Minute, "wait", "--for=condition=Ready", "--timeout=170s", "-n", r.Namespace, "twd/"+r.Name)
 	if err != nil {

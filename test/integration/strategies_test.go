@@ -35,8 +35,7 @@ func TestProgressiveRampsThroughEachStep(t *testing.T) {
 	r := newRollout(env.NewTest(t), "progressive")
 	twd := r.Spec("v1")
 	twd.Spec.Rollout = v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyProgressive, Steps: steps([]int32{20, 60}, 4*time.Second)}
-	r.Create(twd)
-	v1 := r.BuildID()
+	v1 := r.Create(twd)
 	r.WaitCurrent(2*time.Minute, v1)
 
 	v2 := r.SetImage("v2")
@@ -89,8 +88,7 @@ func TestManualNeverChangesRouting(t *testing.T) {
 	r := newRollout(env.NewTest(t), "manual")
 	twd := r.Spec("v1")
 	twd.Spec.Rollout = v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyManual}
-	r.Create(twd)
-	v1 := r.BuildID()
+	v1 := r.Create(twd)
 	r.waitFor(2*time.Minute, "version "+v1+" registered and waiting for promotion", func(t *v1alpha1.TemporalWorkerDeployment) bool {
 		return hasCondition(t, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForPromotion) &&
 			versionStatus(t, v1) == v1alpha1.VersionInactive
@@ -126,8 +124,7 @@ func TestGateWorkflowDecidesTheRollout(t *testing.T) {
 	twd := r.Spec("v1")
 	twd.Spec.Rollout.Gate = &v1alpha1.GateWorkflow{WorkflowType: demoworker.GateWorkflow, InputFrom: &v1alpha1.GateInputSource{
 		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "gate-pass"}, Key: "input.json"}}}
-	r.Create(twd)
-	v1 := r.BuildID()
+	v1 := r.Create(twd)
 	got := r.WaitCurrent(2*time.Minute, v1)
 	if g := got.Status.Gate; g == nil || g.BuildID != v1 || g.Result != "Succeeded" || !strings.Contains(g.Message, v1) {
 		t.Fatalf("gate status after a passing gate: %+v", got.Status.Gate)
@@ -161,8 +158,7 @@ func TestRollbackSkipsStepsAndGate(t *testing.T) {
 	r := newRollout(env.NewTest(t), "rollback")
 	twd := r.Spec("v1")
 	twd.Spec.Sunset.ScaledownDelay = &metav1.Duration{Duration: 10 * time.Minute}
-	r.Create(twd)
-	v1 := r.BuildID()
+	v1 := r.Create(twd)
 	r.WaitCurrent(2*time.Minute, v1)
 	v2 := r.SetImage("v2")
 	r.WaitCurrent(2*time.Minute, v2)
@@ -202,8 +198,7 @@ func TestUnversionedPollersGetRampedNotReplaced(t *testing.T) {
 
 	twd := r.Spec("v1")
 	twd.Spec.Rollout = v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyProgressive, Steps: steps([]int32{30}, time.Hour)}
-	r.Create(twd)
-	v1 := r.BuildID()
+	v1 := r.Create(twd)
 	r.waitFor(2*time.Minute, "version "+v1+" ramping 30% next to the unversioned workers", func(t *v1alpha1.TemporalWorkerDeployment) bool {
 		return hasCondition(t, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonRamping) &&
 			t.Status.TargetVersion != nil && t.Status.TargetVersion.Status == v1alpha1.VersionRamping
@@ -218,8 +213,7 @@ func TestUnversionedPollersGetRampedNotReplaced(t *testing.T) {
 // resumes once the role is handed back.
 func TestManagerHeldByOtherIdentityIsNotFought(t *testing.T) {
 	r := newRollout(env.NewTest(t), "manager")
-	r.Create(r.Spec("v1"))
-	v1 := r.BuildID()
+	v1 := r.Create(r.Spec("v1"))
 	r.WaitCurrent(2*time.Minute, v1)
 	r.setManager("a-person")
 
@@ -284,8 +278,7 @@ func TestAutoscalerOwnsReplicas(t *testing.T) {
 	r := newRollout(env.NewTest(t), "autoscaled")
 	twd := r.Spec("v1")
 	twd.Spec.Replicas = nil
-	r.Create(twd)
-	v1 := r.BuildID()
+	v1 := r.Create(twd)
 	r.WaitCurrent(2*time.Minute, v1)
 	d := r.deployment(v1)
 	if got := ptr.Deref(d.Spec.Replicas, 0); got != 1 {

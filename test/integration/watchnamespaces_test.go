@@ -90,7 +90,7 @@ func impersonatingKubeconfig(t *testing.T, user string) string {
 // SIGINT when the test ends.
 func startManagerBinary(t *testing.T, kubeconfig string, args ...string) (*syncBuffer, string, func()) {
 	t.Helper()
-	metrics := freeAddr()
+	metrics := harness.FreeAddr()
 	cmd := exec.Command(filepath.Join(env.BinDir, "manager"), append([]string{
 		"--kubeconfig=" + kubeconfig, "--identity=rainbow-scoped-test", "--webhook-port=0",
 		"--metrics-bind-address=" + metrics, "--health-probe-bind-address=0", "--zap-devel=false",
