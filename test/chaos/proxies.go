@@ -17,10 +17,11 @@ import (
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/dev/faultproxy"
+	"github.com/rainbow-deploy/rainbow/test/harness"
 )
 
 // TemporalProxy puts a fault proxy between the scenario and Temporal and
-// points the TemporalConnection "temporal" at it (call it before NewTWD,
+// points the TemporalConnection "temporal" at it (call it before NewRollout,
 // which then finds the connection). The controller and the TWD's workers
 // reach Temporal through it; the scenario's own clients do not.
 func (s *Scenario) TemporalProxy() *faultproxy.Temporal {
@@ -32,7 +33,7 @@ func (s *Scenario) TemporalProxy() *faultproxy.Temporal {
 	s.Cleanup(p.Close)
 	p.Capture = faultproxy.RoutingWrite
 	conn := &v1alpha1.TemporalConnection{
-		ObjectMeta: metav1.ObjectMeta{Name: "temporal", Namespace: s.Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: harness.ConnectionName, Namespace: s.Namespace},
 		Spec:       v1alpha1.TemporalConnectionSpec{HostPort: p.Addr()},
 	}
 	if err := s.Env.Kube.Create(context.Background(), conn); err != nil {
