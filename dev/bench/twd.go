@@ -7,7 +7,6 @@ import (
 
 	"go.temporal.io/api/workflowservice/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -45,20 +44,13 @@ type change struct {
 
 // setTag changes the TWD's image tag, retrying conflicts with the controller.
 func setTag(ctx context.Context, e *benchEnv, key types.NamespacedName, tag string) (change, error) {
-	for attempt := 0; ; attempt++ {
-		var t v1alpha1.TemporalWorkerDeployment
-		if err := e.Kube.Get(ctx, key, &t); err != nil {
-			return change{}, err
-		}
+	t, err := e.UpdateTWD(ctx, key, func(t *v1alpha1.TemporalWorkerDeployment) {
 		t.Spec.Template.Spec.Containers[0].Image = harness.DemoImage(tag)
-		err := e.Kube.Update(ctx, &t)
-		if err == nil {
-			return change{generation: t.Generation, build: buildid.Of(&t.Spec), at: time.Now()}, nil
-		}
-		if !apierrors.IsConflict(err) || attempt > 20 {
-			return change{}, fmt.Errorf("update %s: %w", key, err)
-		}
+	})
+	if err != nil {
+		return change{}, fmt.Errorf("update %s: %w", key, err)
 	}
+	return change{generation: t.Generation, build: buildid.Of(&t.Spec), at: time.Now()}, nil
 }
 
 // create creates a TWD and returns its first generation's change.

@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -152,23 +153,35 @@ func (r *Rollout) Get() *v1alpha1.TemporalWorkerDeployment {
 	return twd
 }
 
-// Update applies mutate to the latest TWD and writes it, retrying
-// conflicts with the controller.
+// Update applies mutate to the latest TWD and writes it (UpdateTWD),
+// failing the test if it cannot.
 func (r *Rollout) Update(mutate func(*v1alpha1.TemporalWorkerDeployment)) *v1alpha1.TemporalWorkerDeployment {
 	r.Helper()
-	for i := 0; ; i++ {
-		twd, err := r.Read()
-		if err == nil {
-			mutate(twd)
-			if err = r.Env.Kube.Update(context.Background(), twd); err == nil {
-				return twd
+	twd, err := r.Env.UpdateTWD(context.Background(), types.NamespacedName{Namespace: r.Namespace, Name: r.Name}, mutate)
+	if err != nil {
+		r.Fatalf("update TemporalWorkerDeployment: %v", err)
+	}
+	return twd
+}
+
+// UpdateTWD applies mutate to the latest TWD key and writes it. A
+// conflict with the controller is retried at once, another error after
+// 100ms, 20 times at most.
+func (e *Env) UpdateTWD(ctx context.Context, key types.NamespacedName, mutate func(*v1alpha1.TemporalWorkerDeployment)) (*v1alpha1.TemporalWorkerDeployment, error) {
+	var err error
+	for range 21 {
+		var twd v1alpha1.TemporalWorkerDeployment
+		if err = e.Kube.Get(ctx, key, &twd); err == nil {
+			mutate(&twd)
+			if err = e.Kube.Update(ctx, &twd); err == nil {
+				return &twd, nil
 			}
 		}
-		if i > 20 {
-			r.Fatalf("update TemporalWorkerDeployment: %v", err)
+		if !apierrors.IsConflict(err) {
+			time.Sleep(100 * time.Millisecond)
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
+	return nil, err
 }
 
 // SetImage moves the TWD to tag (a new version) and returns its build ID.

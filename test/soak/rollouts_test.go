@@ -79,18 +79,7 @@ func (w *worker) get(ctx context.Context) (*v1alpha1.TemporalWorkerDeployment, e
 
 // update applies mutate to the latest TWD, retrying on conflicts.
 func (w *worker) update(ctx context.Context, mutate func(*v1alpha1.TemporalWorkerDeployment)) error {
-	var err error
-	for range 20 {
-		var twd *v1alpha1.TemporalWorkerDeployment
-		if twd, err = w.get(ctx); err != nil {
-			continue
-		}
-		mutate(twd)
-		if err = env.Kube.Update(ctx, twd); err == nil {
-			return nil
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	_, err := env.UpdateTWD(ctx, crclient.ObjectKey{Namespace: w.namespace, Name: w.name}, mutate)
 	return err
 }
 
