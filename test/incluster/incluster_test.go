@@ -296,7 +296,7 @@ func waitReplicasReady(t *testing.T, want int, gone []string) []corev1.Pod {
 		ready = ready[:0]
 		var seen []string
 		for _, p := range list.Items {
-			ok := p.DeletionTimestamp == nil && !slices.Contains(gone, p.Name) && podReady(&p)
+			ok := p.DeletionTimestamp == nil && !slices.Contains(gone, p.Name) && harness.PodReady(&p)
 			if ok {
 				ready = append(ready, p)
 			}
@@ -307,17 +307,8 @@ func waitReplicasReady(t *testing.T, want int, gone []string) []corev1.Pod {
 	return ready
 }
 
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 func describePod(p *corev1.Pod) string {
-	s := fmt.Sprintf("%s %s ip=%s ready=%v", p.Name, p.Status.Phase, p.Status.PodIP, podReady(p))
+	s := fmt.Sprintf("%s %s ip=%s ready=%v", p.Name, p.Status.Phase, p.Status.PodIP, harness.PodReady(p))
 	for _, cs := range p.Status.ContainerStatuses {
 		s += fmt.Sprintf(" restarts=%d", cs.RestartCount)
 		if w := cs.State.Waiting; w != nil {
