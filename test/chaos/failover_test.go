@@ -38,11 +38,7 @@ func TestLeaderFailover(t *testing.T) {
 	}
 	leader := waitLeader(s, replicas, nil)
 
-	tw := s.NewRollout("orders", ProgressiveWithGate)
-	tw.Create(tw.Spec("v1"))
-	tw.WaitCurrent(4*time.Minute, tw.BuildIDOf("v1"))
-	traffic := s.StartTraffic(tw.TaskQueue)
-	inv := s.WatchInvariants(tw, traffic)
+	tw, traffic, inv := s.StartOrders(ProgressiveWithGate)
 
 	var build string
 	for i := 0; i < s.Count(2, 6); i++ {

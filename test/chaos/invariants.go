@@ -79,6 +79,17 @@ func (s *Scenario) WatchInvariants(twd *harness.Rollout, traffic *Traffic) *Inva
 	return inv
 }
 
+// StartOrders creates the TWD "orders" with opts at v1 and, once v1 is
+// current, starts traffic on it and the invariant checker: how the kill,
+// failover and API fault scenarios begin.
+func (s *Scenario) StartOrders(opts ...harness.TWDOption) (*harness.Rollout, *Traffic, *Invariants) {
+	s.Helper()
+	tw := s.NewRollout("orders", opts...)
+	tw.WaitCurrent(4*time.Minute, tw.Create(tw.Spec("v1")))
+	traffic := s.StartTraffic(tw.TaskQueue)
+	return tw, traffic, s.WatchInvariants(tw, traffic)
+}
+
 // AllowBack lets build become current again (a rollback the scenario asks for).
 func (inv *Invariants) AllowBack(build string) {
 	inv.mu.Lock()

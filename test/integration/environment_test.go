@@ -152,4 +152,3 @@ func podsOf(t *testing.T, ns string, labels map[string]string) []corev1.Pod {
 	}
 	return list.Items
 }
-
