@@ -7,12 +7,12 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"github.com/rainbow-deploy/rainbow/internal/workload"
+	"github.com/rainbow-deploy/rainbow/test/harness"
 )
 
 // Removals watches the versioned Deployments of a namespace and records,
@@ -22,7 +22,7 @@ type Removals struct {
 	deployment func(twd string) string
 	on         func(Removal)
 	stop       context.CancelFunc
-	done       chan struct{}
+	wait       func()
 
 	mu       sync.Mutex
 	removals []Removal
@@ -36,10 +36,8 @@ type Removals struct {
 // watch has listed what is there, so no later removal is missed.
 func WatchRemovals(ctx context.Context, clients kubernetes.Interface, namespace string, deployment func(twd string) string, on func(Removal)) (*Removals, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	l := &Removals{deployment: deployment, on: on, stop: cancel, done: make(chan struct{})}
-	f := informers.NewSharedInformerFactoryWithOptions(clients, 0, informers.WithNamespace(namespace))
-	inf := f.Apps().V1().Deployments().Informer()
-	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	l := &Removals{deployment: deployment, on: on, stop: cancel}
+	wait, err := harness.InformDeployments(ctx, clients, namespace, cache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) {
 			l.mu.Lock()
 			l.created++
@@ -73,16 +71,7 @@ func WatchRemovals(ctx context.Context, clients kubernetes.Interface, namespace 
 		cancel()
 		return nil, err
 	}
-	// Run returns after the handlers have: Stop waits for it, so no check
-	// reports after its test ended.
-	go func() {
-		defer close(l.done)
-		inf.Run(ctx.Done())
-	}()
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		l.Stop()
-		return nil, fmt.Errorf("the Deployment watch did not sync")
-	}
+	l.wait = wait
 	return l, nil
 }
 
@@ -103,7 +92,7 @@ func (l *Removals) record(d *appsv1.Deployment, what string) {
 // Stop ends the watch and waits until its last handler has returned.
 func (l *Removals) Stop() {
 	l.stop()
-	<-l.done
+	l.wait()
 }
 
 // Snapshot is what the watch saw so far: the removals, and how many
