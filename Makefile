@@ -32,7 +32,7 @@ demo-autoscaling: kube-bins bins ## The same environment, and an HPA per version
 .PHONY: test
 test: kube-bins bins $(HELM) $(HELM4) vet verify-generated ## Run every test: unit, integration (real control plane, Temporal, workers)
 	go test $(GO_TEST_FLAGS) -timeout 40m ./...
-	cd cmd/devenv && go test $(GO_TEST_FLAGS) -timeout 10m ./...
+	cd dev/cmd/devenv && go test $(GO_TEST_FLAGS) -timeout 10m ./...
 
 # The full soak: SOAK_DURATION of rollouts, controller restarts and live
 # workflows, then the checks; a two-minute smoke of it runs in `make test`.
@@ -72,9 +72,9 @@ kube-bins: ## Build etcd, kube-apiserver, kube-controller-manager and kubectl in
 bins: ## Build the project's binaries into .cache/bin
 	@mkdir -p $(BIN)
 	@echo ">> Building demo-worker, manager and demo (the first build takes a few minutes on 2 cores)"
-	go build -o $(BIN)/ ./cmd/demo-worker ./cmd/manager ./cmd/demo
+	go build -o $(BIN)/ ./dev/cmd/demo-worker ./cmd/manager ./dev/cmd/demo
 	@echo ">> Building devenv (links the Temporal server: several minutes on a cold cache)"
-	cd cmd/devenv && go build -o $(BIN)/devenv .
+	cd dev/cmd/devenv && go build -o $(BIN)/devenv .
 
 # `make image` names the image after the commit (a tag if HEAD has one,
 # "-dirty" with uncommitted changes) and stamps every time in it with
@@ -93,7 +93,7 @@ image: ## Build the manager's image (linux/amd64 and linux/arm64) as an OCI imag
 vet: ## go vet both modules and check formatting
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
-	cd cmd/devenv && go vet ./...
+	cd dev/cmd/devenv && go vet ./...
 
 .PHONY: verify-generated
 verify-generated: $(CONTROLLER_GEN) ## Check that the committed CRDs, deepcopy code and RBAC role match the sources

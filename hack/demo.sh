@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make demo: starts the local environment (control plane, node agent, Temporal
-# with its UI) and the controller, then runs the demo program (cmd/demo): it
+# with its UI) and the controller, then runs the demo program (dev/cmd/demo): it
 # applies examples/demo, keeps workflows running and rolls out two versions
 # with the Progressive strategy, printing the status as it changes. Then
 # everything keeps running until Ctrl-C, which stops it all.

@@ -7,55 +7,27 @@ import (
 
 	"go.temporal.io/api/workflowservice/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/internal/buildid"
+	"github.com/rainbow-deploy/rainbow/test/harness"
 )
 
-const demoImage = "rainbow.local/demo-worker:"
-
 // createNamespace makes a Kubernetes namespace with a TemporalConnection
-// named "temporal" to the environment's Temporal.
+// to the environment's Temporal.
 func createNamespace(ctx context.Context, e *benchEnv, ns string) error {
 	if err := e.Kube.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return err
 	}
-	return e.Kube.Create(ctx, &v1alpha1.TemporalConnection{
-		ObjectMeta: metav1.ObjectMeta{Name: "temporal", Namespace: ns},
-		Spec:       v1alpha1.TemporalConnectionSpec{HostPort: e.Info.TemporalAddress},
-	})
+	return e.CreateConnection(ctx, ns)
 }
 
 // newTWD is one replica of the demo worker at tag, polling its own task
 // queue (named like the TWD), retiring old versions within seconds.
 func newTWD(e *benchEnv, ns, name, tag string, rollout v1alpha1.RolloutSpec) *v1alpha1.TemporalWorkerDeployment {
-	return &v1alpha1.TemporalWorkerDeployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: v1alpha1.TemporalWorkerDeploymentSpec{
-			Replicas: ptr.To[int32](1),
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-				TerminationGracePeriodSeconds: ptr.To[int64](5),
-				Containers: []corev1.Container{{
-					Name:  "worker",
-					Image: demoImage + tag,
-					Env:   []corev1.EnvVar{{Name: "DEMO_TASK_QUEUE", Value: taskQueueOf(ns, name)}},
-				}},
-			}},
-			WorkerOptions: v1alpha1.WorkerOptions{
-				ConnectionRef:     v1alpha1.ConnectionReference{Name: "temporal"},
-				TemporalNamespace: e.Info.TemporalNamespace,
-			},
-			Rollout: rollout,
-			Sunset: v1alpha1.SunsetSpec{
-				ScaledownDelay: &metav1.Duration{Duration: 2 * time.Second},
-				DeleteDelay:    &metav1.Duration{Duration: 3 * time.Second},
-			},
-		},
-	}
+	return e.DemoTWD(ns, name, harness.DemoImage(tag), taskQueueOf(ns, name), harness.WithRollout(rollout))
 }
 
 func taskQueueOf(ns, name string) string { return ns + "-" + name }
@@ -72,20 +44,13 @@ type change struct {
 
 // setTag changes the TWD's image tag, retrying conflicts with the controller.
 func setTag(ctx context.Context, e *benchEnv, key types.NamespacedName, tag string) (change, error) {
-	for attempt := 0; ; attempt++ {
-		var t v1alpha1.TemporalWorkerDeployment
-		if err := e.Kube.Get(ctx, key, &t); err != nil {
-			return change{}, err
-		}
-		t.Spec.Template.Spec.Containers[0].Image = demoImage + tag
-		err := e.Kube.Update(ctx, &t)
-		if err == nil {
-			return change{generation: t.Generation, build: buildid.Of(&t.Spec), at: time.Now()}, nil
-		}
-		if !apierrors.IsConflict(err) || attempt > 20 {
-			return change{}, fmt.Errorf("update %s: %w", key, err)
-		}
+	t, err := e.UpdateTWD(ctx, key, func(t *v1alpha1.TemporalWorkerDeployment) {
+		t.Spec.Template.Spec.Containers[0].Image = harness.DemoImage(tag)
+	})
+	if err != nil {
+		return change{}, fmt.Errorf("update %s: %w", key, err)
 	}
+	return change{generation: t.Generation, build: buildid.Of(&t.Spec), at: time.Now()}, nil
 }
 
 // create creates a TWD and returns its first generation's change.

@@ -5,7 +5,7 @@
 // a pinned workflow started on it finishes there, is scaled to zero and is
 // deleted. Each change of the status is printed as it happens.
 //
-// cmd/demo runs it against `make demo`'s environment; the integration tests
+// dev/cmd/demo runs it against `make demo`'s environment; the integration tests
 // run it, with short steps and delays, against theirs.
 package demo
 
@@ -68,7 +68,7 @@ type Options struct {
 	// Dir holds ConnectionFile and WorkerFile.
 	Dir string
 	// OwnedFiles are TemporalWorkerOwnedResources for the TWD, applied
-	// right after it (cmd/demo: examples/twor-hpa.yaml, an HPA per version).
+	// right after it (dev/cmd/demo: examples/twor-hpa.yaml, an HPA per version).
 	OwnedFiles []string
 	Out        io.Writer
 

@@ -33,7 +33,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -127,14 +126,7 @@ func ensureNamespace(ctx context.Context, e *harness.Env, ns string) error {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	err = e.Kube.Create(ctx, &v1alpha1.TemporalConnection{
-		ObjectMeta: metav1.ObjectMeta{Name: "temporal", Namespace: ns},
-		Spec:       v1alpha1.TemporalConnectionSpec{HostPort: e.Info.TemporalAddress},
-	})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	return nil
+	return e.CreateConnection(ctx, ns)
 }
 
 // createTWDs creates the missing TWDs of w00000 to w<n-1>, a few at once.
@@ -145,24 +137,8 @@ func createTWDs(ctx context.Context, e *harness.Env, c cache.Cache, ns string, n
 	for range 8 {
 		wg.Go(func() {
 			for name := range names {
-				t := &v1alpha1.TemporalWorkerDeployment{
-					ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-					Spec: v1alpha1.TemporalWorkerDeploymentSpec{
-						Replicas: ptr.To[int32](1),
-						Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-							TerminationGracePeriodSeconds: ptr.To[int64](5),
-							Containers: []corev1.Container{{
-								Name: "worker", Image: image,
-								Env: []corev1.EnvVar{{Name: "DEMO_TASK_QUEUE", Value: ns + "-" + name}},
-							}},
-						}},
-						WorkerOptions: v1alpha1.WorkerOptions{
-							ConnectionRef:     v1alpha1.ConnectionReference{Name: "temporal"},
-							TemporalNamespace: e.Info.TemporalNamespace,
-						},
-						Rollout: v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyAllAtOnce},
-					},
-				}
+				// The API's default sunset delays, not the tests' short ones.
+				t := e.DemoTWD(ns, name, image, ns+"-"+name, harness.WithSunset(0, 0))
 				if err := e.Kube.Create(ctx, t); err != nil && !apierrors.IsAlreadyExists(err) {
 					select {
 					case errs <- err:

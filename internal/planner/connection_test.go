@@ -39,12 +39,13 @@ func TestServerChanges(t *testing.T) {
 			in:   with(base(), rolledOut, onServer(serverA), connectedTo(serverA)),
 			want: ready(expect{Requeue: time.Minute}),
 		},
-		"a new address of the same server: every version rolls to it, draining ones included": {
+		"a new address of the same server: every version rolls to it, draining ones included; the current target is not Ready meanwhile": {
 			in: with(base(), rolledOut, onServer(serverA), connectedTo(serverA2), staleConnection, func(in *Input) {
 				setVersion(in, version("v1", draining))
 			}),
-			want: ready(expect{Sync: []SyncDeployment{{Name: "worker-v1", BuildID: "v1", Roll: true}, {Name: "worker-v2", BuildID: "v2", Roll: true}},
-				Requeue: 30 * time.Second, Events: []string{EventSyncConnection, EventSyncConnection}}),
+			want: expect{Sync: []SyncDeployment{{Name: "worker-v1", BuildID: "v1", Roll: true}, {Name: "worker-v2", BuildID: "v2", Roll: true}},
+				Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPollers, Progressing: condTrue,
+				Requeue: 30 * time.Second, Events: []string{EventSyncConnection, EventSyncConnection}},
 		},
 		"only the Deployment settings changed: synced without a roll": {
 			in: with(base(), rolledOut, onServer(serverA), connectedTo(serverA), func(in *Input) {

@@ -47,7 +47,7 @@
 //
 // Once the TWD is being deleted (Input.Deletion), Plan plans its removal
 // instead, one step per call (in deletion.go). Ready is true iff the target
-// is current everywhere and runs the spec's template (in conditions.go);
-// Result.Projected is the report once Temporal accepts the plan's routing
-// (in projection.go).
+// is current everywhere and its pods run the spec's template and the
+// connection's settings (in conditions.go); Result.Projected is the report
+// once Temporal accepts the plan's routing (in projection.go).
 package planner

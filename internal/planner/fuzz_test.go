@@ -477,13 +477,14 @@ func safetyViolations(in Input, r Result) []error {
 	}
 
 	// Ready: the target is current and its Deployment runs the spec's
-	// template (no in-place update under way).
+	// template and the connection (no in-place update or roll under way).
 	targetCurrent := ts != nil && in.Spec.TargetBuildID != "" && ts.CurrentBuildID == in.Spec.TargetBuildID
 	if r.Ready.Status == metav1.ConditionTrue && !targetCurrent && !(ts == nil && in.TargetShownReady) {
 		bad("Ready = True but the target is not current")
 	}
 	targetDep, ok := depOf[in.Spec.TargetBuildID]
-	rolling := ok && (targetDep.Rolling || r.UpdateDeployment != nil && !r.UpdateDeployment.HashOnly)
+	rolling := ok && (targetDep.Rolling || r.UpdateDeployment != nil && !r.UpdateDeployment.HashOnly ||
+		targetDep.ConnectionStale && in.Server.Address != "")
 	if ok && otherServer(in, targetDep) {
 		if r.Ready.Status == metav1.ConditionTrue {
 			bad("Ready = True while the target's workers use another server")

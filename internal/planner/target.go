@@ -36,7 +36,9 @@ func planTarget(v *view, p *plan) progress {
 		return temporalUnknown(v, p)
 	}
 	if v.temporal().CurrentBuildID == v.target {
-		if rolling {
+		// A stale connection rolls its pods (planSync, this pass or the
+		// next): not Ready until they run it, or Ready would flap.
+		if rolling || (v.connected() && dep.ConnectionStale) {
 			p.after(requeueWatch)
 			return movingBecause(v1alpha1.ReasonWaitingForPollers, fmt.Sprintf(
 				"version %s is current; rolling the changed pod template out to its Deployment %s in place", v.target, dep.Name))

@@ -23,11 +23,7 @@ func TestKubeAPIFaults(t *testing.T) {
 	temporal := s.TemporalProxy()
 	kube, kubeconfig := s.KubeProxy()
 	c := s.StartController(kubeconfig)
-	tw := s.NewTWD("orders", ProgressiveWithGate)
-	tw.Create("v1")
-	tw.WaitCurrent(4*time.Minute, tw.BuildID("v1"))
-	traffic := s.StartTraffic(tw.TaskQueue)
-	inv := s.WatchInvariants(tw, traffic)
+	tw, traffic, inv := s.StartOrders(ProgressiveWithGate)
 
 	rate := 0.1 + 0.15*float64(s.IntN(100))/100
 	faults := faultproxy.KubeFault{

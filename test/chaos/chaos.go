@@ -18,10 +18,9 @@
 //	func TestMyFault(t *testing.T) {
 //		s := run.Scenario(t, "my-fault")      // recorder, seeded random source
 //		c := s.StartController()                // .cache/bin/manager for s.Namespace
-//		tw := s.NewTWD("orders", progressiveGate) // TemporalConnection + TWD handle
-//		tw.Create("v1"); tw.WaitCurrent(...)
-//		traffic := s.StartTraffic(tw.TaskQueue)  // pinned and auto-upgrade workflows
-//		inv := s.WatchInvariants(tw, traffic)    // safety rules, checked while it runs
+//		// The TWD at v1 (harness.Rollout), then pinned and auto-upgrade
+//		// workflows on it and the safety rules, checked while it runs:
+//		tw, traffic, inv := s.StartOrders(ProgressiveWithGate)
 //		f := s.Fault("controller-kill"); c.Kill(); c.Restart()
 //		... wait for the outcome ...; f.Converged()
 //		traffic.Finish(); inv.Finish()          // counts lost workflows, final checks

@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rainbow-deploy/rainbow/dev/localenv/process"
+	"github.com/rainbow-deploy/rainbow/test/harness"
 )
 
 // Controller is a manager process (.cache/bin/manager) watching only the
@@ -61,7 +61,7 @@ func (s *Scenario) StartControllerNamed(name string, extra ...string) *Controlle
 
 func (c *Controller) start() {
 	c.s.Helper()
-	c.ProbeAddr, c.MetricsAddr = freeAddr(), freeAddr()
+	c.ProbeAddr, c.MetricsAddr = harness.FreeAddr(), harness.FreeAddr()
 	args := append(append([]string{}, c.Args...),
 		"--health-probe-bind-address="+c.ProbeAddr, "--metrics-bind-address="+c.MetricsAddr)
 	c.starts++
@@ -154,16 +154,6 @@ func mark(path, format string, args ...any) {
 	}
 	defer f.Close()
 	fmt.Fprintf(f, "----- chaos: "+format+"\n", args...)
-}
-
-// freeAddr is a local address with a port free a moment ago.
-func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // RestartNoWait starts the process again without waiting until it is ready.

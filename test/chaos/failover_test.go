@@ -38,11 +38,7 @@ func TestLeaderFailover(t *testing.T) {
 	}
 	leader := waitLeader(s, replicas, nil)
 
-	tw := s.NewTWD("orders", ProgressiveWithGate)
-	tw.Create("v1")
-	tw.WaitCurrent(4*time.Minute, tw.BuildID("v1"))
-	traffic := s.StartTraffic(tw.TaskQueue)
-	inv := s.WatchInvariants(tw, traffic)
+	tw, traffic, inv := s.StartOrders(ProgressiveWithGate)
 
 	var build string
 	for i := 0; i < s.Count(2, 6); i++ {

@@ -11,33 +11,30 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
-	appsv1 "k8s.io/api/apps/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/utils/ptr"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
-	"github.com/rainbow-deploy/rainbow/internal/workload"
+	"github.com/rainbow-deploy/rainbow/test/harness"
+	"github.com/rainbow-deploy/rainbow/test/invariants"
 )
 
 // Invariants checks the safety rules (see the package comment) for one TWD
 // while a scenario runs, and the gate rule at Finish.
 type Invariants struct {
 	s       *Scenario
-	twd     *TWD
+	twd     *harness.Rollout
 	traffic *Traffic
 	api     *temporal.API
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
+	// removals calls checkRemoval for each version losing its workers.
+	removals *invariants.Removals
 
 	mu sync.Mutex
 	// routing is every distinct routing Temporal reported, in order.
 	routing []RoutingState
 	// retired are builds that were current and then replaced.
 	retired map[string]bool
-	// builds are every build ever current or ramping.
-	builds []string
 	// allowBack are builds the scenario rolls back to on purpose.
 	allowBack map[string]bool
 	// Checks counts the checks made, by rule, so a run shows they ran.
@@ -62,18 +59,35 @@ func (r RoutingState) String() string {
 // WatchInvariants starts watching twd's Deployments and routing; traffic
 // (may be nil) tells which pinned workflows are open. Call Finish at the
 // end of the scenario.
-func (s *Scenario) WatchInvariants(twd *TWD, traffic *Traffic) *Invariants {
+func (s *Scenario) WatchInvariants(twd *harness.Rollout, traffic *Traffic) *Invariants {
 	ctx, cancel := context.WithCancel(context.Background())
 	inv := &Invariants{
 		s: s, twd: twd, traffic: traffic, cancel: cancel,
 		api:     temporal.NewAPI(s.Env.Temporal, s.Env.Info.TemporalNamespace, "rainbow-chaos-observer"),
 		retired: map[string]bool{}, allowBack: map[string]bool{}, checks: map[string]int{},
 	}
-	inv.wg.Add(2)
-	go inv.watchDeployments(ctx)
+	removals, err := invariants.WatchRemovals(ctx, s.Env.Clients, s.Namespace,
+		func(string) string { return twd.DeploymentName() },
+		func(r invariants.Removal) { inv.checkRemoval(ctx, r.Version.BuildID, r.What) })
+	if err != nil {
+		s.Fatalf("watch Deployments: %v", err)
+	}
+	inv.removals = removals
+	inv.wg.Add(1)
 	go inv.watchRouting(ctx)
-	s.Cleanup(func() { cancel(); inv.wg.Wait() })
+	s.Cleanup(func() { cancel(); inv.wg.Wait(); removals.Stop() })
 	return inv
+}
+
+// StartOrders creates the TWD "orders" with opts at v1 and, once v1 is
+// current, starts traffic on it and the invariant checker: how the kill,
+// failover and API fault scenarios begin.
+func (s *Scenario) StartOrders(opts ...harness.TWDOption) (*harness.Rollout, *Traffic, *Invariants) {
+	s.Helper()
+	tw := s.NewRollout("orders", opts...)
+	tw.WaitCurrent(4*time.Minute, tw.Create(tw.Spec("v1")))
+	traffic := s.StartTraffic(tw.TaskQueue)
+	return tw, traffic, s.WatchInvariants(tw, traffic)
 }
 
 // AllowBack lets build become current again (a rollback the scenario asks for).
@@ -94,39 +108,6 @@ func (inv *Invariants) count(rule string) {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	inv.checks[rule]++
-}
-
-// watchDeployments checks every scale to zero and every deletion of one of
-// the TWD's version Deployments, when the watch reports it.
-func (inv *Invariants) watchDeployments(ctx context.Context) {
-	defer inv.wg.Done()
-	replicas := map[string]int32{} // last seen spec.replicas by Deployment name
-	for ctx.Err() == nil {
-		w, err := inv.s.Env.Clients.AppsV1().Deployments(inv.s.Namespace).Watch(ctx, metav1.ListOptions{})
-		if err != nil {
-			time.Sleep(time.Second)
-			continue
-		}
-		for ev := range w.ResultChan() {
-			d, ok := ev.Object.(*appsv1.Deployment)
-			if !ok || d.Labels[workload.LabelBuildID] == "" {
-				continue
-			}
-			build := d.Labels[workload.LabelBuildID]
-			n := ptr.Deref(d.Spec.Replicas, 1)
-			prev, seen := replicas[d.Name]
-			replicas[d.Name] = n
-			switch {
-			case ev.Type == watch.Deleted:
-				inv.checkRemoval(ctx, build, "deleted "+d.Name)
-			case ev.Type == watch.Modified && d.DeletionTimestamp != nil:
-				inv.checkRemoval(ctx, build, "deleting "+d.Name)
-			case ev.Type == watch.Modified && n == 0 && seen && prev > 0:
-				inv.checkRemoval(ctx, build, fmt.Sprintf("scaled %s from %d to 0", d.Name, prev))
-			}
-		}
-		w.Stop()
-	}
 }
 
 // checkRemoval: at the moment a version loses its workers, Temporal must
@@ -272,9 +253,6 @@ func (inv *Invariants) observeRouting(ctx context.Context, now RoutingState) {
 		if b != "" && b != prev.Current && b != prev.Ramping {
 			fresh = append(fresh, b)
 		}
-		if b != "" && !slices.Contains(inv.builds, b) {
-			inv.builds = append(inv.builds, b)
-		}
 	}
 	inv.checks["routing-change"]++
 	inv.mu.Unlock()
@@ -299,31 +277,26 @@ func (inv *Invariants) observeRouting(ctx context.Context, now RoutingState) {
 	}
 }
 
-// Finish stops watching and checks that each version ever routed to ran
-// at most one gate workflow (by its deterministic ID, in Temporal's
-// visibility). It returns how many checks each rule made.
+// Finish stops watching and checks that each version ran at most one gate
+// workflow (by its deterministic ID, in Temporal's visibility). It returns
+// how many checks each rule made.
 func (inv *Invariants) Finish() map[string]int {
 	inv.cancel()
 	inv.wg.Wait()
-	ctx := context.Background()
-	inv.mu.Lock()
-	builds := slices.Clone(inv.builds)
-	inv.mu.Unlock()
-	for _, b := range builds {
-		id := temporal.GateWorkflowID(inv.twd.DeploymentName(), b)
-		resp, err := inv.s.Env.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Namespace: inv.s.Env.Info.TemporalNamespace, Query: fmt.Sprintf("WorkflowId = '%s'", id),
-		})
-		if err != nil {
-			inv.s.Errorf("list gate runs of %s: %v", b, err)
-			continue
-		}
-		inv.count("gate-runs")
-		if n := len(resp.GetExecutions()); n > 1 {
-			inv.s.Violation("version %s ran %d gate workflows (%s), want at most one", b, n, id)
-		}
+	inv.removals.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	g := invariants.CheckGates(ctx, inv.s.Env.Temporal, inv.s.Env.Info.TemporalNamespace, []string{inv.twd.DeploymentName()}, false)
+	for _, e := range g.Unchecked {
+		inv.s.Errorf("could not check the gate runs: %s", e)
+	}
+	for _, p := range g.Problems {
+		inv.s.Violation("gate: %s", p)
 	}
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
+	for _, n := range g.ByStatus {
+		inv.checks["gate-runs"] += n
+	}
 	return inv.checks
 }

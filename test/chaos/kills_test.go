@@ -25,11 +25,7 @@ func TestControllerKills(t *testing.T) {
 	t.Parallel()
 	s := run.Scenario(t, "controller-kills")
 	c := s.StartController()
-	tw := s.NewTWD("orders", ProgressiveWithGate)
-	tw.Create("v1")
-	tw.WaitCurrent(4*time.Minute, tw.BuildID("v1"))
-	traffic := s.StartTraffic(tw.TaskQueue)
-	inv := s.WatchInvariants(tw, traffic)
+	tw, traffic, inv := s.StartOrders(ProgressiveWithGate)
 
 	// One rollout without faults, as the yardstick of the others.
 	start := time.Now()

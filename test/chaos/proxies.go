@@ -13,14 +13,15 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/dev/faultproxy"
+	"github.com/rainbow-deploy/rainbow/test/harness"
 )
 
 // TemporalProxy puts a fault proxy between the scenario and Temporal and
-// points the TemporalConnection "temporal" at it (call it before NewTWD,
+// points the TemporalConnection "temporal" at it (call it before NewRollout,
 // which then finds the connection). The controller and the TWD's workers
 // reach Temporal through it; the scenario's own clients do not.
 func (s *Scenario) TemporalProxy() *faultproxy.Temporal {
@@ -32,7 +33,7 @@ func (s *Scenario) TemporalProxy() *faultproxy.Temporal {
 	s.Cleanup(p.Close)
 	p.Capture = faultproxy.RoutingWrite
 	conn := &v1alpha1.TemporalConnection{
-		ObjectMeta: metav1.ObjectMeta{Name: "temporal", Namespace: s.Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: harness.ConnectionName, Namespace: s.Namespace},
 		Spec:       v1alpha1.TemporalConnectionSpec{HostPort: p.Addr()},
 	}
 	if err := s.Env.Kube.Create(context.Background(), conn); err != nil {
@@ -107,51 +108,41 @@ type DeploymentWatch struct {
 
 // WatchDeployments starts recording Deployment changes until the test ends.
 func (s *Scenario) WatchDeployments() *DeploymentWatch {
-	ctx, cancel := context.WithCancel(context.Background())
+	s.Helper()
 	dw := &DeploymentWatch{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		last := map[string]*appsv1.Deployment{}
-		rv := ""
-		for ctx.Err() == nil {
-			w, err := s.Env.Clients.AppsV1().Deployments(s.Namespace).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
-			if err != nil {
-				time.Sleep(time.Second)
-				continue
+	note := func(d *appsv1.Deployment, what string) {
+		dw.mu.Lock()
+		dw.changes = append(dw.changes, DeploymentChange{At: time.Now(), Name: d.Name, What: what})
+		dw.mu.Unlock()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	wait, err := harness.InformDeployments(ctx, s.Env.Clients, s.Namespace, cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { note(obj.(*appsv1.Deployment), "created") },
+		UpdateFunc: func(oldObj, newObj any) {
+			prev, d := oldObj.(*appsv1.Deployment), newObj.(*appsv1.Deployment)
+			switch {
+			case prev.Generation != d.Generation:
+				note(d, fmt.Sprintf("spec changed (generation %d to %d)", prev.Generation, d.Generation))
+			case !equality.Semantic.DeepEqual(prev.Labels, d.Labels) || !equality.Semantic.DeepEqual(prev.Annotations, d.Annotations):
+				note(d, "labels or annotations changed")
+			case prev.DeletionTimestamp == nil && d.DeletionTimestamp != nil:
+				note(d, "deletion started")
 			}
-			for ev := range w.ResultChan() {
-				d, ok := ev.Object.(*appsv1.Deployment)
-				if !ok {
-					continue
-				}
-				rv = d.ResourceVersion
-				prev := last[d.Name]
-				last[d.Name] = d.DeepCopy()
-				var what string
-				switch {
-				case ev.Type == watch.Added && prev == nil:
-					what = "created"
-				case ev.Type == watch.Deleted:
-					what = "deleted"
-				case prev == nil:
-				case prev.Generation != d.Generation:
-					what = fmt.Sprintf("spec changed (generation %d to %d)", prev.Generation, d.Generation)
-				case !equality.Semantic.DeepEqual(prev.Labels, d.Labels) || !equality.Semantic.DeepEqual(prev.Annotations, d.Annotations):
-					what = "labels or annotations changed"
-				case prev.DeletionTimestamp == nil && d.DeletionTimestamp != nil:
-					what = "deletion started"
-				}
-				if what != "" {
-					dw.mu.Lock()
-					dw.changes = append(dw.changes, DeploymentChange{At: time.Now(), Name: d.Name, What: what})
-					dw.mu.Unlock()
-				}
+		},
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
 			}
-			w.Stop()
-		}
-	}()
-	s.Cleanup(func() { cancel(); <-done })
+			if d, ok := obj.(*appsv1.Deployment); ok {
+				note(d, "deleted")
+			}
+		},
+	})
+	if err != nil {
+		cancel()
+		s.Fatalf("watch Deployments: %v", err)
+	}
+	s.Cleanup(func() { cancel(); wait() })
 	return dw
 }
 

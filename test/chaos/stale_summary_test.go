@@ -14,12 +14,12 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	appsv1 "k8s.io/api/apps/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"github.com/rainbow-deploy/rainbow/dev/faultproxy"
 	"github.com/rainbow-deploy/rainbow/internal/workload"
+	"github.com/rainbow-deploy/rainbow/test/harness"
 )
 
 // crossCheckAfter is how long the controller trusts a summary that shows a
@@ -45,9 +45,9 @@ func TestStaleDrainageSummary(t *testing.T) {
 		return faultproxy.RoutingWrite(m) || strings.HasSuffix(m, "/DescribeWorkerDeploymentVersion")
 	}
 	s.StartController()
-	tw := s.NewTWD("orders", nil) // AllAtOnce, sunset delays of 2 s and 3 s
-	tw.Create("v1")
-	v1 := tw.BuildID("v1")
+	tw := s.NewRollout("orders") // AllAtOnce, sunset delays of 2 s and 3 s
+	tw.Create(tw.Spec("v1"))
+	v1 := tw.BuildIDOf("v1")
 	tw.WaitCurrent(4*time.Minute, v1)
 	traffic := s.StartTraffic(tw.TaskQueue)
 	inv := s.WatchInvariants(tw, traffic)
@@ -247,54 +247,48 @@ type removalWatch struct {
 }
 
 func (s *Scenario) watchRemoval(build string, p *faultproxy.Temporal) *removalWatch {
+	s.Helper()
 	rw := &removalWatch{state: "not seen yet"}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		rv := ""
-		for ctx.Err() == nil {
-			w, err := s.Env.Clients.AppsV1().Deployments(s.Namespace).Watch(ctx, metav1.ListOptions{
-				LabelSelector: workload.LabelBuildID + "=" + build, ResourceVersion: rv,
-			})
-			if err != nil {
-				time.Sleep(time.Second)
-				continue
-			}
-			for ev := range w.ResultChan() {
-				d, ok := ev.Object.(*appsv1.Deployment)
-				if ev.Type == watch.Error {
-					rv = "" // expired: list again
-				}
-				if !ok {
-					continue
-				}
-				rv = d.ResourceVersion
-				n := ptr.Deref(d.Spec.Replicas, 1)
-				var what string
-				switch {
-				case ev.Type == watch.Deleted:
-					what = "deleted"
-				case d.DeletionTimestamp != nil:
-					what = "being deleted"
-				case n == 0:
-					what = "scaled to zero"
-				}
-				rw.mu.Lock()
-				if what != "" && rw.at.IsZero() {
-					rw.at, rw.what, rw.calls = time.Now(), what, p.Calls()
-				}
-				rw.gone = ev.Type == watch.Deleted
-				rw.state = fmt.Sprintf("%s replicas=%d", d.Name, n)
-				if what != "" {
-					rw.state += " " + what
-				}
-				rw.mu.Unlock()
-			}
-			w.Stop()
+	see := func(obj any, deleted bool) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
 		}
-	}()
-	s.Cleanup(func() { cancel(); <-done })
+		d, ok := obj.(*appsv1.Deployment)
+		if !ok || d.Labels[workload.LabelBuildID] != build {
+			return
+		}
+		n := ptr.Deref(d.Spec.Replicas, 1)
+		var what string
+		switch {
+		case deleted:
+			what = "deleted"
+		case d.DeletionTimestamp != nil:
+			what = "being deleted"
+		case n == 0:
+			what = "scaled to zero"
+		}
+		rw.mu.Lock()
+		defer rw.mu.Unlock()
+		if what != "" && rw.at.IsZero() {
+			rw.at, rw.what, rw.calls = time.Now(), what, p.Calls()
+		}
+		rw.gone = deleted
+		rw.state = fmt.Sprintf("%s replicas=%d", d.Name, n)
+		if what != "" {
+			rw.state += " " + what
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	wait, err := harness.InformDeployments(ctx, s.Env.Clients, s.Namespace, cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { see(obj, false) },
+		UpdateFunc: func(_, obj any) { see(obj, false) },
+		DeleteFunc: func(obj any) { see(obj, true) },
+	})
+	if err != nil {
+		cancel()
+		s.Fatalf("watch Deployments: %v", err)
+	}
+	s.Cleanup(func() { cancel(); wait() })
 	return rw
 }
 

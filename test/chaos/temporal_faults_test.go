@@ -12,6 +12,7 @@ import (
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/dev/faultproxy"
+	"github.com/rainbow-deploy/rainbow/test/harness"
 )
 
 // pollTemporalDown is how often the controller tries Temporal again while
@@ -29,7 +30,7 @@ type temporalFaults struct {
 	temporal  *faultproxy.Temporal
 	kube      *faultproxy.Kube
 	c         *Controller
-	tw        *TWD
+	tw        *harness.Rollout
 	traffic   *Traffic
 	inv       *Invariants
 	changes   *DeploymentWatch
@@ -57,11 +58,11 @@ func startTemporalFaults(t *testing.T, name string) *temporalFaults {
 	var kubeconfig string
 	f.kube, kubeconfig = s.KubeProxy()
 	f.c = s.StartController(kubeconfig)
-	f.tw = s.NewTWD("orders", slowRamp)
+	f.tw = s.NewRollout("orders", slowRamp)
 	f.changes = s.WatchDeployments()
 	f.reasons = s.watchReasons(f.tw)
-	f.tw.Create("v1")
-	f.tw.WaitCurrent(4*time.Minute, f.tw.BuildID("v1"))
+	f.tw.Create(f.tw.Spec("v1"))
+	f.tw.WaitCurrent(4*time.Minute, f.tw.BuildIDOf("v1"))
 	f.traffic = s.StartTraffic(f.tw.TaskQueue)
 	f.inv = s.WatchInvariants(f.tw, f.traffic)
 
@@ -263,7 +264,7 @@ func (f *temporalFaults) midRamp(tag, kind string, fault faultproxy.TemporalFaul
 	w.from = time.Now()
 	f.temporal.Set(fault)
 	f.s.Eventually(length, expected, func() (bool, string) {
-		twd, err := f.tw.Get()
+		twd, err := f.tw.Read()
 		if err != nil {
 			return false, err.Error()
 		}
@@ -337,14 +338,14 @@ type reasonAt struct {
 	reason string
 }
 
-func (s *Scenario) watchReasons(tw *TWD) *reasonLog {
+func (s *Scenario) watchReasons(tw *harness.Rollout) *reasonLog {
 	l := &reasonLog{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
-			if twd, err := tw.Get(); err == nil {
+			if twd, err := tw.Read(); err == nil {
 				_, prog := conditionsSay(twd)
 				l.mu.Lock()
 				if n := len(l.seen); prog.Reason != "" && (n == 0 || l.seen[n-1].reason != prog.Reason) {

@@ -7,7 +7,19 @@ import (
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
+
+// UserBinding is a RoleBinding named name in namespace that gives user
+// the rights of role, a "Role" or a "ClusterRole" (roleKind).
+func UserBinding(namespace, name, roleKind, role, user string) *rbacv1.RoleBinding {
+	return &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: roleKind, Name: role},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	}
+}
 
 // Access is one SubjectAccessReview: may the user do Verb on Resource
 // ("group/resource[/subresource]", "" for the core group), named Name, in

@@ -17,8 +17,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -307,6 +309,15 @@ func Eventually(t testing.TB, timeout time.Duration, expected string, check func
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// FreeAddr is a local address whose port was free a moment ago.
+func FreeAddr() string {
+	port, err := process.FreePort("127.0.0.1")
+	if err != nil {
+		panic(err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
 // ProcessAlive reports whether a pid is running (and not a zombie).

@@ -30,7 +30,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -38,8 +37,6 @@ import (
 	"k8s.io/utils/ptr"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
-	"github.com/rainbow-deploy/rainbow/internal/buildid"
 	"github.com/rainbow-deploy/rainbow/internal/manager"
 	"github.com/rainbow-deploy/rainbow/test/harness"
 )
@@ -135,10 +132,10 @@ func TestControllerRunsInCluster(t *testing.T) {
 	})
 
 	tt := env.NewTest(t)
-	r := newRollout(tt)
+	r := tt.NewRollout("orders")
 	t.Run("a rollout through the in-cluster controller", func(t *testing.T) {
-		r.create("v1")
-		r.waitCurrent(4*time.Minute, r.buildID())
+		r.Create(r.Spec("v1"))
+		r.WaitCurrent(4*time.Minute, r.BuildID())
 	})
 
 	t.Run("another replica takes over when the leader goes", func(t *testing.T) {
@@ -154,10 +151,9 @@ func TestControllerRunsInCluster(t *testing.T) {
 			func() (bool, string) { return leaseWrittenBy(t, next) })
 		// The Deployment replaces the deleted pod; both replicas become ready again.
 		waitReplicasReady(t, 2, []string{leader})
-		r.setImage("v2")
-		build := r.buildID()
-		r.waitCurrent(4*time.Minute, build)
-		if got := r.hello(); !strings.Contains(got, build) {
+		build := r.SetImage("v2")
+		r.WaitCurrent(4*time.Minute, build)
+		if got := r.Hello(r.TaskQueue); !strings.Contains(got, build) {
 			t.Errorf("Hello answered %q, want the new version %s to run it", got, build)
 		}
 		leader = next
@@ -300,7 +296,7 @@ func waitReplicasReady(t *testing.T, want int, gone []string) []corev1.Pod {
 		ready = ready[:0]
 		var seen []string
 		for _, p := range list.Items {
-			ok := p.DeletionTimestamp == nil && !slices.Contains(gone, p.Name) && podReady(&p)
+			ok := p.DeletionTimestamp == nil && !slices.Contains(gone, p.Name) && harness.PodReady(&p)
 			if ok {
 				ready = append(ready, p)
 			}
@@ -311,17 +307,8 @@ func waitReplicasReady(t *testing.T, want int, gone []string) []corev1.Pod {
 	return ready
 }
 
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 func describePod(p *corev1.Pod) string {
-	s := fmt.Sprintf("%s %s ip=%s ready=%v", p.Name, p.Status.Phase, p.Status.PodIP, podReady(p))
+	s := fmt.Sprintf("%s %s ip=%s ready=%v", p.Name, p.Status.Phase, p.Status.PodIP, harness.PodReady(p))
 	for _, cs := range p.Status.ContainerStatuses {
 		s += fmt.Sprintf(" restarts=%d", cs.RestartCount)
 		if w := cs.State.Waiting; w != nil {
@@ -401,101 +388,4 @@ func leaseWrittenBy(t *testing.T, pod string) (bool, string) {
 func lastLine(out []byte) string {
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	return lines[len(lines)-1]
-}
-
-// rollout is a TemporalWorkerDeployment of the demo worker in the test's
-// namespace.
-type rollout struct {
-	*harness.T
-	name, taskQueue string
-}
-
-func newRollout(tt *harness.T) *rollout {
-	conn := &v1alpha1.TemporalConnection{
-		ObjectMeta: metav1.ObjectMeta{Name: "temporal", Namespace: tt.Namespace},
-		Spec:       v1alpha1.TemporalConnectionSpec{HostPort: tt.Env.Info.TemporalAddress},
-	}
-	if err := tt.Env.Kube.Create(context.Background(), conn); err != nil {
-		tt.Fatal(err)
-	}
-	return &rollout{T: tt, name: "orders", taskQueue: tt.TaskQueue("orders")}
-}
-
-func (r *rollout) create(tag string) {
-	r.Helper()
-	twd := &v1alpha1.TemporalWorkerDeployment{
-		ObjectMeta: metav1.ObjectMeta{Name: r.name, Namespace: r.Namespace},
-		Spec: v1alpha1.TemporalWorkerDeploymentSpec{
-			Replicas: ptr.To[int32](1),
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-				TerminationGracePeriodSeconds: ptr.To[int64](5),
-				Containers: []corev1.Container{{
-					Name: "worker", Image: "rainbow.local/demo-worker:" + tag,
-					Env: []corev1.EnvVar{{Name: "DEMO_TASK_QUEUE", Value: r.taskQueue}},
-				}},
-			}},
-			WorkerOptions: v1alpha1.WorkerOptions{
-				ConnectionRef:     v1alpha1.ConnectionReference{Name: "temporal"},
-				TemporalNamespace: r.Env.Info.TemporalNamespace,
-			},
-			Rollout: v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyAllAtOnce},
-			Sunset: v1alpha1.SunsetSpec{
-				ScaledownDelay: &metav1.Duration{Duration: 2 * time.Second},
-				DeleteDelay:    &metav1.Duration{Duration: 3 * time.Second},
-			},
-		},
-	}
-	if err := r.Env.Kube.Create(context.Background(), twd); err != nil {
-		r.Fatalf("create TemporalWorkerDeployment: %v", err)
-	}
-}
-
-func (r *rollout) get() *v1alpha1.TemporalWorkerDeployment {
-	r.Helper()
-	var twd v1alpha1.TemporalWorkerDeployment
-	if err := r.Env.Kube.Get(context.Background(), crclient.ObjectKey{Namespace: r.Namespace, Name: r.name}, &twd); err != nil {
-		r.Fatalf("get TemporalWorkerDeployment: %v", err)
-	}
-	return &twd
-}
-
-func (r *rollout) buildID() string { return buildid.Of(&r.get().Spec) }
-
-func (r *rollout) setImage(tag string) {
-	r.Helper()
-	for i := 0; ; i++ {
-		twd := r.get()
-		twd.Spec.Template.Spec.Containers[0].Image = "rainbow.local/demo-worker:" + tag
-		err := r.Env.Kube.Update(context.Background(), twd)
-		if err == nil {
-			return
-		}
-		if i > 10 {
-			r.Fatalf("update TemporalWorkerDeployment: %v", err)
-		}
-	}
-}
-
-// waitCurrent waits until build is the current version and Ready=True.
-func (r *rollout) waitCurrent(timeout time.Duration, build string) {
-	r.Helper()
-	r.Eventually(timeout, "version "+build+" current and Ready=True", func() (bool, string) {
-		twd := r.get()
-		c := meta.FindStatusCondition(twd.Status.Conditions, v1alpha1.ConditionReady)
-		seen := fmt.Sprintf("observed=%d/%d", twd.Status.ObservedGeneration, twd.Generation)
-		if c != nil {
-			seen += fmt.Sprintf(" Ready=%s/%s(%q)", c.Status, c.Reason, c.Message)
-		}
-		if v := twd.Status.CurrentVersion; v != nil {
-			seen += " current=" + v.BuildID
-		}
-		return twd.Status.ObservedGeneration == twd.Generation && c != nil && c.Status == metav1.ConditionTrue &&
-			twd.Status.CurrentVersion != nil && twd.Status.CurrentVersion.BuildID == build, seen
-	})
-}
-
-// hello runs the demo's short workflow; its answer names the build that ran it.
-func (r *rollout) hello() string {
-	r.Helper()
-	return r.Hello(r.taskQueue)
 }

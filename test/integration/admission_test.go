@@ -127,7 +127,7 @@ func TestTWDAuthorMustBeAllowedToRunWorkers(t *testing.T) {
 	bob := impersonate(t, user)
 	r := newRollout(tt, "bobs")
 
-	err := bob.Create(ctx, r.spec("v1"))
+	err := bob.Create(ctx, r.Spec("v1"))
 	want := fmt.Sprintf(`spec.template: user %q may not create deployments.apps in namespace %q`, user, tt.Namespace)
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("got %v, want Forbidden with %q", err, want)
@@ -135,7 +135,7 @@ func TestTWDAuthorMustBeAllowedToRunWorkers(t *testing.T) {
 
 	grant(t, tt, user, "deployments", rbacv1.PolicyRule{
 		APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"create", "update", "delete"}})
-	gated := r.spec("v1")
+	gated := r.Spec("v1")
 	gated.Spec.Rollout.Gate = &v1alpha1.GateWorkflow{WorkflowType: "RolloutGate", InputFrom: &v1alpha1.GateInputSource{
 		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "not-bobs"}, Key: "input"}}}
 	tt.Eventually(30*time.Second, "a gate reading a Secret bob may not get is refused", func() (bool, string) {
@@ -143,10 +143,10 @@ func TestTWDAuthorMustBeAllowedToRunWorkers(t *testing.T) {
 		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), `spec.rollout.gate.inputFrom.secretKeyRef: user "`+user+`" may not get secrets "not-bobs"`), errString(err)
 	})
 	tt.Eventually(30*time.Second, "the TemporalWorkerDeployment admitted once bob may run workers", func() (bool, string) {
-		err := bob.Create(ctx, r.spec("v1"))
+		err := bob.Create(ctx, r.Spec("v1"))
 		return err == nil, errString(err)
 	})
-	r.waitCurrent(2*time.Minute, r.buildID())
+	r.WaitCurrent(2*time.Minute, r.BuildID())
 }
 
 // TestAdmissionWebhookChecksTheController: a kind the controller's service
@@ -166,12 +166,7 @@ func grant(t *testing.T, tt *harness.T, user, name string, rule rbacv1.PolicyRul
 	t.Helper()
 	ctx := context.Background()
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: tt.Namespace, Name: name}, Rules: []rbacv1.PolicyRule{rule}}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: tt.Namespace, Name: name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
-	}
-	for _, obj := range []crclient.Object{role, binding} {
+	for _, obj := range []crclient.Object{role, harness.UserBinding(tt.Namespace, name, "Role", name, user)} {
 		if err := env.Kube.Create(ctx, obj); err != nil {
 			t.Fatal(err)
 		}

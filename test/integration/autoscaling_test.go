@@ -33,8 +33,8 @@ func autoscaledExample(t *testing.T) (*rollout, string) {
 	if twd.Spec.Replicas != nil {
 		t.Fatal("examples/autoscaling/worker.yaml sets spec.replicas: its versions' replicas are the autoscaler's")
 	}
-	build := r.buildID()
-	r.waitCurrent(2*time.Minute, build)
+	build := r.BuildID()
+	r.WaitCurrent(2*time.Minute, build)
 	return r, build
 }
 
@@ -149,7 +149,7 @@ func TestBacklogAutoscaling(t *testing.T) {
 	if res.MostReplicas < 2 || res.MostBacklog < 2 {
 		t.Errorf("at most %d replicas for a backlog of at most %d: want the HPA to scale on it", res.MostReplicas, res.MostBacklog)
 	}
-	r := &rollout{T: tt, Name: "autoscaled-worker", TaskQueue: tt.TaskQueue("autoscaled")}
+	r := &rollout{&harness.Rollout{T: tt, Name: "autoscaled-worker", TaskQueue: tt.TaskQueue("autoscaled")}}
 	raw, err := r.kubectl(30*time.Second, "get", "--raw", fmt.Sprintf("/apis/external.metrics.k8s.io/v1beta1/namespaces/%s/temporal_backlog_count?labelSelector=temporal.io/build-id=%s", r.Namespace, res.BuildID))
 	var list struct{ Items []struct{ Value string } }
 	if err != nil || json.Unmarshal([]byte(raw), &list) != nil || len(list.Items) != 1 || list.Items[0].Value != "0" {
@@ -181,11 +181,10 @@ func findHPACondition(h *autoscalingv2.HorizontalPodAutoscaler, typ autoscalingv
 func TestZeroedVersionWithPinnedWorkGetsWorkersBack(t *testing.T) {
 	t.Parallel()
 	r := newRollout(env.NewTest(t), "revive")
-	twd := r.spec("v1")
+	twd := r.Spec("v1")
 	twd.Spec.Replicas = nil
-	r.create(twd)
-	v1 := r.buildID()
-	r.waitCurrent(2*time.Minute, v1)
+	v1 := r.Create(twd)
+	r.WaitCurrent(2*time.Minute, v1)
 	run, err := r.Env.Temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
 		ID: r.Name + "-pinned", TaskQueue: r.TaskQueue,
 	}, demoworker.LongPinnedWorkflow, demoworker.LongInput{})
@@ -200,9 +199,8 @@ func TestZeroedVersionWithPinnedWorkGetsWorkersBack(t *testing.T) {
 		}
 		return got == v1, fmt.Sprint(got, err)
 	})
-	r.setImage("v2")
-	v2 := r.buildID()
-	r.waitCurrent(3*time.Minute, v2)
+	v2 := r.SetImage("v2")
+	r.WaitCurrent(3*time.Minute, v2)
 
 	// Scaled to zero by hand: nothing waits for v1 (its workflow waits for
 	// a signal), so the zero stands, and v1 stays draining.
@@ -213,11 +211,11 @@ func TestZeroedVersionWithPinnedWorkGetsWorkersBack(t *testing.T) {
 	for end := time.Now().Add(12 * time.Second); time.Now().Before(end); time.Sleep(time.Second) {
 		d := r.deployment(v1)
 		if d == nil || d.DeletionTimestamp != nil || ptr.Deref(d.Spec.Replicas, 1) != 0 {
-			t.Fatalf("v1 changed while nothing waited for it: %s; %s", deploymentState(d), describe(r.get()))
+			t.Fatalf("v1 changed while nothing waited for it: %s; %s", deploymentState(d), describe(r.Get()))
 		}
 	}
-	if st := versionStatus(r.get(), v1); st != v1alpha1.VersionDraining {
-		t.Fatalf("v1 at zero replicas is %q, want Draining: %s", st, describe(r.get()))
+	if st := versionStatus(r.Get(), v1); st != v1alpha1.VersionDraining {
+		t.Fatalf("v1 at zero replicas is %q, want Draining: %s", st, describe(r.Get()))
 	}
 	before, _ := metric(t, "rainbow_workers_revived_total", map[string]string{"namespace": r.Namespace, "name": r.Name})
 
@@ -311,9 +309,9 @@ func TestKEDAExampleApplies(t *testing.T) {
 	if ref["name"] != dep.Name || ref["kind"] != "Deployment" || ref["apiVersion"] != "apps/v1" {
 		t.Errorf("scaleTargetRef = %v, want Deployment %s", ref, dep.Name)
 	}
-	if trigger["workerDeploymentName"] != r.deploymentName() || trigger["workerDeploymentBuildId"] != build ||
+	if trigger["workerDeploymentName"] != r.DeploymentName() || trigger["workerDeploymentBuildId"] != build ||
 		trigger["namespace"] != r.Env.Info.TemporalNamespace {
-		t.Errorf("trigger metadata = %v, want worker deployment %s, build ID %s, namespace %s", trigger, r.deploymentName(), build, r.Env.Info.TemporalNamespace)
+		t.Errorf("trigger metadata = %v, want worker deployment %s, build ID %s, namespace %s", trigger, r.DeploymentName(), build, r.Env.Info.TemporalNamespace)
 	}
 	if owner := metav1GetController(so); owner != string(dep.UID) {
 		t.Errorf("the ScaledObject's controller is %q, want the version's Deployment", owner)

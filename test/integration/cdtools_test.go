@@ -261,10 +261,10 @@ func TestCDToolsFollowARollout(t *testing.T) {
 	r := newRollout(env.NewTest(t), "cd")
 
 	// A TWD whose connection does not exist is blocked from the start.
-	orphan := r.spec("v1")
+	orphan := r.Spec("v1")
 	orphan.Name = "cd-orphan"
 	orphan.Spec.WorkerOptions.ConnectionRef.Name = "missing"
-	r.create(orphan)
+	r.Create(orphan)
 	// A connection nobody answers on is not Ready; kstatus says Failed.
 	unreachable := &v1alpha1.TemporalConnection{
 		ObjectMeta: metav1.ObjectMeta{Name: "unreachable", Namespace: r.Namespace},
@@ -274,10 +274,9 @@ func TestCDToolsFollowARollout(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	twd := r.spec("v1")
+	twd := r.Spec("v1")
 	twd.Spec.Rollout = v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyProgressive, Steps: steps([]int32{25, 75}, time.Hour)}
-	r.create(twd)
-	v1 := r.buildID()
+	v1 := r.Create(twd)
 	done := r.waitView(2*time.Minute, "version "+v1+" current: Current and Healthy", func(v cdView) bool {
 		return v.kstatus == status.CurrentStatus && v.health.Status == "Healthy"
 	})
@@ -299,8 +298,7 @@ func TestCDToolsFollowARollout(t *testing.T) {
 	}
 
 	// v2 ramps to its first step and holds there for an hour.
-	r.setImage("v2")
-	v2 := r.buildID()
+	v2 := r.SetImage("v2")
 	// Ramping, as the object the view judged shows it: status shows the
 	// ramp once Temporal has applied it (until then promote-step is not
 	// offered).
@@ -330,10 +328,10 @@ func TestCDToolsFollowARollout(t *testing.T) {
 	// resume: back to Progressive, still at the first step.
 	r.runAction("resume")
 	resumed := r.waitView(time.Minute, "resumed: ramping again", func(v cdView) bool {
-		got := r.get()
+		got := r.Get()
 		return v.health.Status == "Progressing" && rampsAt(got, v2, 25) && hasCondition(got, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonRamping)
 	})
-	if got := r.get(); got.Spec.Rollout.Strategy != v1alpha1.StrategyProgressive || got.Annotations[argocd.AnnotationPausedStrategy] != "" {
+	if got := r.Get(); got.Spec.Rollout.Strategy != v1alpha1.StrategyProgressive || got.Annotations[argocd.AnnotationPausedStrategy] != "" {
 		t.Fatalf("after resume: strategy %s, annotations %v", got.Spec.Rollout.Strategy, got.Annotations)
 	}
 	r.requireActions(resumed, "abort", "pause", "promote-full", "promote-step")
@@ -351,13 +349,13 @@ func TestCDToolsFollowARollout(t *testing.T) {
 	r.requireActions(aborted, "pause", "retry")
 	r.runAction("retry")
 	r.waitView(time.Minute, "retried: ramping again", func(v cdView) bool {
-		return v.health.Status == "Progressing" && rampsAt(r.get(), v2, 25)
+		return v.health.Status == "Progressing" && rampsAt(r.Get(), v2, 25)
 	})
 
 	// promote-step: the 25% step ends now; the ramp goes to 75%.
 	r.runAction("promote-step")
 	r.waitView(3*time.Minute, "version "+v2+" ramping 75%", func(v cdView) bool {
-		return rampsAt(r.get(), v2, 75) && v.health.Status == "Progressing"
+		return rampsAt(r.Get(), v2, 75) && v.health.Status == "Progressing"
 	})
 
 	// promote-full: AllAtOnce makes v2 current at once.
@@ -365,17 +363,17 @@ func TestCDToolsFollowARollout(t *testing.T) {
 	r.waitView(2*time.Minute, "version "+v2+" current: Current and Healthy", func(v cdView) bool {
 		return v.kstatus == status.CurrentStatus && v.health.Status == "Healthy"
 	})
-	r.waitCurrent(time.Minute, v2)
+	r.WaitCurrent(time.Minute, v2)
 
 	// A failing gate on v3 blocks the rollout: Failed and Degraded.
 	failing := gateInput(t, true, "smoke test failed")
-	r.update(func(t *v1alpha1.TemporalWorkerDeployment) {
+	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {
 		t.Spec.Template.Spec.Containers[0].Image = "rainbow.local/demo-worker:v3"
 		t.Spec.Rollout.Gate = &v1alpha1.GateWorkflow{WorkflowType: demoworker.GateWorkflow, Input: failing}
 	})
 	blocked := r.waitView(2*time.Minute, "a failed gate: Failed and Degraded", func(v cdView) bool {
 		return v.kstatus == status.FailedStatus && v.health.Status == "Degraded" &&
-			hasCondition(r.get(), v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonGateFailed)
+			hasCondition(r.Get(), v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonGateFailed)
 	})
 	if !strings.Contains(blocked.health.Message, "GateFailed") {
 		t.Fatalf("the Degraded message does not name the reason: %s", blocked)

@@ -18,6 +18,7 @@ import (
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/dev/faultproxy"
 	"github.com/rainbow-deploy/rainbow/integrations/argocd"
+	"github.com/rainbow-deploy/rainbow/test/harness"
 )
 
 // cdWatch judges every version of a TWD's status that a watch delivers as
@@ -104,7 +105,7 @@ func TestHealthyRolloutsNeverLookFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(proxy.Close)
-	r := &rollout{T: tt, Name: "cdwatch", TaskQueue: tt.TaskQueue("cdwatch")}
+	r := &rollout{&harness.Rollout{T: tt, Name: "cdwatch", TaskQueue: tt.TaskQueue("cdwatch")}}
 	conn := &v1alpha1.TemporalConnection{
 		ObjectMeta: metav1.ObjectMeta{Name: "temporal", Namespace: r.Namespace},
 		Spec:       v1alpha1.TemporalConnectionSpec{HostPort: proxy.Addr()},
@@ -112,8 +113,8 @@ func TestHealthyRolloutsNeverLookFailed(t *testing.T) {
 	if err := r.Env.Kube.Create(context.Background(), conn); err != nil {
 		t.Fatal(err)
 	}
-	r.create(r.spec("v0"))
-	r.waitCurrent(3*time.Minute, r.buildID())
+	r.Create(r.Spec("v0"))
+	r.WaitCurrent(3*time.Minute, r.BuildID())
 
 	w := watchCD(t, r.Namespace, r.Name)
 	// A quarter of the reads, at random: a pass reads up to three times,
@@ -131,17 +132,17 @@ func TestHealthyRolloutsNeverLookFailed(t *testing.T) {
 	}})
 	const rounds = 4
 	for i := range rounds {
-		r.update(func(t *v1alpha1.TemporalWorkerDeployment) {
+		r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {
 			t.Spec.Template.Spec.Containers[0].Image = fmt.Sprintf("rainbow.local/demo-worker:v%d", 2*i+1)
 			t.Spec.Rollout = v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyAllAtOnce}
 		})
-		r.waitCurrent(3*time.Minute, r.buildID())
-		r.update(func(t *v1alpha1.TemporalWorkerDeployment) {
+		r.WaitCurrent(3*time.Minute, r.BuildID())
+		r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {
 			t.Spec.Template.Spec.Containers[0].Image = fmt.Sprintf("rainbow.local/demo-worker:v%d", 2*i+2)
 			t.Spec.Rollout = v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyProgressive,
 				Steps: []v1alpha1.RolloutStep{{RampPercentage: 50, PauseDuration: metav1.Duration{Duration: 2 * time.Second}}}}
 		})
-		r.waitCurrent(3*time.Minute, r.buildID())
+		r.WaitCurrent(3*time.Minute, r.BuildID())
 	}
 	proxy.Pass()
 	looks, failed := w.result()

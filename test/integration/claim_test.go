@@ -30,9 +30,8 @@ import (
 func TestSecondTWDCannotClaimWorkerDeployment(t *testing.T) {
 	ctx := context.Background()
 	a := newRollout(env.NewTest(t), "claim-a")
-	a.create(a.spec("v1"))
-	v1 := a.buildID()
-	a.waitCurrent(2*time.Minute, v1)
+	v1 := a.Create(a.Spec("v1"))
+	a.WaitCurrent(2*time.Minute, v1)
 	pinned := a.startLong(demoworker.LongPinnedWorkflow)
 	a.Eventually(30*time.Second, "the pinned workflow running on "+v1, func() (bool, string) {
 		on := a.queryBuild(pinned)
@@ -40,8 +39,8 @@ func TestSecondTWDCannotClaimWorkerDeployment(t *testing.T) {
 	})
 
 	b := newRollout(env.NewTest(t), "claim-b")
-	twdB := b.spec("v2")
-	twdB.Spec.WorkerOptions.DeploymentName = a.deploymentName()
+	twdB := b.Spec("v2")
+	twdB.Spec.WorkerOptions.DeploymentName = a.DeploymentName()
 	// Its workers serve A's task queue, so Temporal would take its version.
 	twdB.Spec.Template.Spec.Containers[0].Env[0].Value = a.TaskQueue
 	twdB.Spec.Deletion.Policy = v1alpha1.DeletionImmediate
@@ -79,11 +78,11 @@ func TestSecondTWDCannotClaimWorkerDeployment(t *testing.T) {
 		if s := unchanged(); s != "" {
 			t.Fatal(s)
 		}
-		twd := b.get()
+		twd := b.Get()
 		return twd.Status.ObservedGeneration == twd.Generation &&
 			hasCondition(twd, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonWorkerDeploymentClaimed), describe(twd)
 	})
-	msg := findCondition(b.get(), v1alpha1.ConditionReady).Message
+	msg := findCondition(b.Get(), v1alpha1.ConditionReady).Message
 	for _, w := range []string{a.Namespace + "/" + a.Name, "spec.workerOptions.deploymentName", "changes nothing in Temporal"} {
 		if !strings.Contains(msg, w) {
 			t.Errorf("B's Ready message %q does not say %q", msg, w)
@@ -95,7 +94,7 @@ func TestSecondTWDCannotClaimWorkerDeployment(t *testing.T) {
 		}
 	}
 	resp, err := env.Temporal.WorkflowService().DescribeWorkerDeployment(ctx, &workflowservice.DescribeWorkerDeploymentRequest{
-		Namespace: env.Info.TemporalNamespace, DeploymentName: a.deploymentName()})
+		Namespace: env.Info.TemporalNamespace, DeploymentName: a.DeploymentName()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +103,7 @@ func TestSecondTWDCannotClaimWorkerDeployment(t *testing.T) {
 			t.Errorf("version %s registered in A's worker deployment", build)
 		}
 	}
-	a.waitCurrent(time.Minute, v1)
+	a.WaitCurrent(time.Minute, v1)
 
 	// A's pinned workflow ends where it started.
 	if err := env.Temporal.SignalWorkflow(ctx, pinned.GetID(), pinned.GetRunID(), demoworker.FinishSignal, nil); err != nil {
@@ -116,11 +115,11 @@ func TestSecondTWDCannotClaimWorkerDeployment(t *testing.T) {
 	}
 
 	// A goes: B, waiting, is woken and takes the name over.
-	if err := env.Kube.Delete(ctx, a.get()); err != nil {
+	if err := env.Kube.Delete(ctx, a.Get()); err != nil {
 		t.Fatal(err)
 	}
 	b.Eventually(5*time.Minute, "B's version current in the worker deployment A left", func() (bool, string) {
-		twd := b.get()
+		twd := b.Get()
 		c := findCondition(twd, v1alpha1.ConditionReady)
 		return c.Status == metav1.ConditionTrue && twd.Status.CurrentVersion != nil, describe(twd)
 	})

@@ -132,7 +132,7 @@ func TestConnectionSecretProblems(t *testing.T) {
 // message says what to check.
 func TestConnectionUnreachable(t *testing.T) {
 	tt := env.NewTest(t)
-	addr := freeAddr()
+	addr := harness.FreeAddr()
 	newConnection(tt, "nowhere", v1.TemporalConnectionSpec{HostPort: addr})
 	conn := waitReady(tt, "nowhere", v1.ReasonTemporalClientCreationFailed, 40*time.Second,
 		"Temporal at "+addr+" did not answer a health check over plaintext", "spec.hostPort", "spec.tlsServerName")

@@ -220,8 +220,8 @@ func TestConnectionAddressNotAllowed(t *testing.T) {
 		t.Errorf("Ready = %s, want False", c.Status)
 	}
 
-	r := &rollout{T: tt, Name: "orders", TaskQueue: tt.TaskQueue("orders")}
-	r.create(r.spec("v1"))
+	r := &rollout{&harness.Rollout{T: tt, Name: "orders", TaskQueue: tt.TaskQueue("orders")}}
+	r.Create(r.Spec("v1"))
 	twd := r.waitCondition(time.Minute, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonAddressNotAllowed)
 	if c := findCondition(twd, v1.ConditionReady); !strings.Contains(c.Message, addr+" is not one of") {
 		t.Errorf("TemporalWorkerDeployment Ready message %q does not name the address", c.Message)

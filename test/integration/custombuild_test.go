@@ -29,15 +29,15 @@ import (
 // build ID is a new version with a normal rollout.
 func TestCustomBuildIDRollsInPlace(t *testing.T) {
 	r := newRollout(env.NewTest(t), "custom")
-	twd := r.spec("v1")
+	twd := r.Spec("v1")
 	twd.Spec.WorkerOptions.CustomBuildID = "wf-1"
-	r.create(twd)
-	r.waitCurrent(2*time.Minute, "wf-1")
+	r.Create(twd)
+	r.WaitCurrent(2*time.Minute, "wf-1")
 	first := r.deployment("wf-1")
 	oldPods := r.podNames("wf-1")
 	pinned := r.startLong(demoworker.LongPinnedWorkflow)
 
-	r.setImage("v2")
+	r.SetImage("v2")
 	got := r.waitFor(2*time.Minute, "wf-1 updated in place and current again", func(t *v1alpha1.TemporalWorkerDeployment) bool {
 		return hasCondition(t, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonRolloutComplete) &&
 			t.Status.CurrentVersion != nil && t.Status.CurrentVersion.UpdatedInPlaceAt != nil
@@ -96,8 +96,8 @@ func TestCustomBuildIDRollsInPlace(t *testing.T) {
 		t.Fatalf("pinned workflow ran on %s then %s", res.StartedOn, res.FinishedOn)
 	}
 
-	r.update(func(t *v1alpha1.TemporalWorkerDeployment) { t.Spec.WorkerOptions.CustomBuildID = "wf-2" })
-	got = r.waitCurrent(2*time.Minute, "wf-2")
+	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) { t.Spec.WorkerOptions.CustomBuildID = "wf-2" })
+	got = r.WaitCurrent(2*time.Minute, "wf-2")
 	if r.deployment("wf-1") == nil {
 		t.Fatal("the old version's Deployment vanished right after the new version became current")
 	}
@@ -153,8 +153,8 @@ func (r *rollout) replicaSets(build string) []string {
 // hash back without a new ReplicaSet or a restarted pod.
 func TestDeploymentWithoutTemplateHashIsNotRestarted(t *testing.T) {
 	r := newRollout(env.NewTest(t), "legacy")
-	r.create(r.spec("v1"))
-	r.hashRecordedWithoutRestart(r.buildID(), map[string]any{workload.AnnotationTemplateHash: nil})
+	r.Create(r.Spec("v1"))
+	r.hashRecordedWithoutRestart(r.BuildID(), map[string]any{workload.AnnotationTemplateHash: nil})
 }
 
 // TestMigratedDeploymentIsNotRestarted: a Deployment that carries only the
@@ -163,9 +163,9 @@ func TestDeploymentWithoutTemplateHashIsNotRestarted(t *testing.T) {
 // pod, even under a custom build ID, which proves nothing of its template.
 func TestMigratedDeploymentIsNotRestarted(t *testing.T) {
 	r := newRollout(env.NewTest(t), "migrated")
-	twd := r.spec("v1")
+	twd := r.Spec("v1")
 	twd.Spec.WorkerOptions.CustomBuildID = "migrated-1"
-	r.create(twd)
+	r.Create(twd)
 	d := r.hashRecordedWithoutRestart("migrated-1", map[string]any{
 		workload.AnnotationTemplateHash:         nil,
 		workload.AnnotationMigratedTemplateHash: "5f0c2a9e",
@@ -182,7 +182,7 @@ func TestMigratedDeploymentIsNotRestarted(t *testing.T) {
 // hash again without touching the pod template, its ReplicaSets or pods.
 func (r *rollout) hashRecordedWithoutRestart(build string, annotations map[string]any) *appsv1.Deployment {
 	r.Helper()
-	r.waitCurrent(2*time.Minute, build)
+	r.WaitCurrent(2*time.Minute, build)
 	first := r.podNames(build)
 	mergePatch(r, r.deployment(build), map[string]any{"spec": map[string]any{"template": map[string]any{
 		"metadata": map[string]any{"annotations": map[string]any{"example.com/made-by": "another-tool"}}}}})
@@ -250,7 +250,7 @@ func TestCustomBuildIDExample(t *testing.T) {
 	tt := env.NewTest(t)
 	twd := &v1alpha1.TemporalWorkerDeployment{}
 	env.ReadExample(t, "custom-build-id/worker.yaml", twd)
-	r := &rollout{T: tt, Name: twd.Name, TaskQueue: tt.TaskQueue(twd.Name)}
+	r := &rollout{&harness.Rollout{T: tt, Name: twd.Name, TaskQueue: tt.TaskQueue(twd.Name)}}
 	conn := &v1alpha1.TemporalConnection{
 		ObjectMeta: metav1.ObjectMeta{Name: twd.Spec.WorkerOptions.ConnectionRef.Name, Namespace: tt.Namespace},
 		Spec:       v1alpha1.TemporalConnectionSpec{HostPort: tt.Env.Info.TemporalAddress},
@@ -265,9 +265,9 @@ func TestCustomBuildIDExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	build := twd.Spec.WorkerOptions.CustomBuildID
-	r.waitCurrent(2*time.Minute, build)
+	r.WaitCurrent(2*time.Minute, build)
 
-	r.update(func(t *v1alpha1.TemporalWorkerDeployment) {
+	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {
 		setEnv(&t.Spec.Template.Spec.Containers[0], "LOG_LEVEL", "debug")
 	})
 	got := r.waitFor(2*time.Minute, build+" updated in place and Ready", func(t *v1alpha1.TemporalWorkerDeployment) bool {

@@ -27,19 +27,19 @@ import (
 // workers first, is refused by the shipped admission policy.
 func TestDeletionWaitsForPinnedWorkflows(t *testing.T) {
 	r, v1, pinned := pinnedDeletionRollout(t, "deletion-drain")
-	err := r.Env.Kube.Delete(context.Background(), r.get(), crclient.PropagationPolicy(metav1.DeletePropagationForeground))
+	err := r.Env.Kube.Delete(context.Background(), r.Get(), crclient.PropagationPolicy(metav1.DeletePropagationForeground))
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "background propagation") {
 		t.Fatalf("a foreground deletion of the TWD got %v, want it refused with a message that says to delete in the background", err)
 	}
-	err = r.Env.Kube.Delete(context.Background(), r.get(), crclient.PropagationPolicy(metav1.DeletePropagationOrphan))
+	err = r.Env.Kube.Delete(context.Background(), r.Get(), crclient.PropagationPolicy(metav1.DeletePropagationOrphan))
 	if !apierrors.IsForbidden(err) {
 		t.Fatalf("an orphaning deletion of the TWD got %v, want it refused", err)
 	}
-	if !r.get().DeletionTimestamp.IsZero() {
+	if !r.Get().DeletionTimestamp.IsZero() {
 		t.Fatal("the refused deletion marked the TWD deleted")
 	}
 
-	if err := r.Env.Kube.Delete(context.Background(), r.get()); err != nil {
+	if err := r.Env.Kube.Delete(context.Background(), r.Get()); err != nil {
 		t.Fatal(err)
 	}
 	got := r.waitFor(2*time.Minute, "the deletion waiting for "+v1+" to drain", func(twd *v1alpha1.TemporalWorkerDeployment) bool {
@@ -55,11 +55,11 @@ func TestDeletionWaitsForPinnedWorkflows(t *testing.T) {
 	// Well past Temporal's drainage refresh: the pinned workflow keeps v1
 	// draining, and its workers stay.
 	r.holdsWorkers(20*time.Second, v1)
-	if st := versionStatus(r.get(), v1); st != v1alpha1.VersionDraining {
+	if st := versionStatus(r.Get(), v1); st != v1alpha1.VersionDraining {
 		t.Fatalf("version %s is %q, want Draining while its pinned workflow runs", v1, st)
 	}
 
-	r.update(func(twd *v1alpha1.TemporalWorkerDeployment) {
+	r.Update(func(twd *v1alpha1.TemporalWorkerDeployment) {
 		twd.Spec.Deletion.MaxDrainWait = &metav1.Duration{Duration: time.Second}
 	})
 	r.waitGone(3 * time.Minute)
@@ -74,12 +74,11 @@ func TestDeletionWaitsForPinnedWorkflows(t *testing.T) {
 // loads it a moment after it is applied, so it is probed with dry runs.
 func pinnedDeletionRollout(t *testing.T, name string) (*rollout, string, client.WorkflowRun) {
 	r := newRollout(env.NewTest(t), name)
-	r.create(r.spec("v1"))
-	v1 := r.buildID()
-	r.waitCurrent(2*time.Minute, v1)
+	v1 := r.Create(r.Spec("v1"))
+	r.WaitCurrent(2*time.Minute, v1)
 	pinned := r.startLong(demoworker.LongPinnedWorkflow)
 	r.Eventually(30*time.Second, "a foreground deletion refused", func() (bool, string) {
-		err := r.Env.Kube.Delete(context.Background(), r.get(), crclient.PropagationPolicy(metav1.DeletePropagationForeground), crclient.DryRunAll)
+		err := r.Env.Kube.Delete(context.Background(), r.Get(), crclient.PropagationPolicy(metav1.DeletePropagationForeground), crclient.DryRunAll)
 		return apierrors.IsForbidden(err), "dry run: " + errString(err)
 	})
 	return r, v1, pinned
@@ -105,17 +104,17 @@ func TestDeletionPolicyRefusesGCFinalizers(t *testing.T) {
 	ctx := context.Background()
 
 	for _, f := range []string{metav1.FinalizerDeleteDependents, metav1.FinalizerOrphanDependents} {
-		created := r.spec("v1")
+		created := r.Spec("v1")
 		created.Name, created.Finalizers = "created-with-"+strings.ToLower(f), []string{f}
 		if err := r.Env.Kube.Create(ctx, created, crclient.DryRunAll); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "metadata.finalizers: "+f) {
 			t.Errorf("creating a TWD with the %s finalizer got %v, want it refused naming metadata.finalizers", f, err)
 		}
 		add := fmt.Sprintf(`[{"op":"add","path":"/metadata/finalizers/-","value":%q}]`, f)
-		err := r.Env.Kube.Patch(ctx, r.get(), crclient.RawPatch(types.JSONPatchType, []byte(add)))
+		err := r.Env.Kube.Patch(ctx, r.Get(), crclient.RawPatch(types.JSONPatchType, []byte(add)))
 		if err == nil {
 			// The bypass went through: show what a DELETE naming no
 			// propagation then does to the draining version's workers.
-			if err := r.Env.Kube.Delete(ctx, r.get()); err != nil {
+			if err := r.Env.Kube.Delete(ctx, r.Get()); err != nil {
 				t.Fatalf("the %s finalizer was accepted, then a DELETE with no options got %v", f, err)
 			}
 			seen := ""
@@ -125,14 +124,14 @@ func TestDeletionPolicyRefusesGCFinalizers(t *testing.T) {
 				return d == nil || !d.DeletionTimestamp.IsZero() || metav1.GetControllerOf(d) == nil, seen
 			})
 			t.Fatalf("the %s finalizer was accepted on the TWD, and a DELETE with no options then left %s of %s, whose pinned workflow runs (%s)",
-				f, seen, v1, describe(r.get()))
+				f, seen, v1, describe(r.Get()))
 		}
 		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "metadata.finalizers: "+f) || !strings.Contains(err.Error(), "remove it") {
 			t.Fatalf("adding the %s finalizer got %v, want it refused naming metadata.finalizers and what to do", f, err)
 		}
 	}
 
-	got := r.get()
+	got := r.Get()
 	if !slices.Contains(got.Finalizers, v1alpha1.FinalizerCleanup) || !got.DeletionTimestamp.IsZero() {
 		t.Fatalf("finalizers %v, deleting %v: want the controller's own and no deletion", got.Finalizers, !got.DeletionTimestamp.IsZero())
 	}
@@ -146,7 +145,7 @@ func TestDeletionPolicyRefusesGCFinalizers(t *testing.T) {
 	if d := r.deployment(v1); d == nil || !d.DeletionTimestamp.IsZero() {
 		t.Fatalf("%s while its pinned workflow runs, want its Deployment kept", deploymentState(d))
 	}
-	r.update(func(twd *v1alpha1.TemporalWorkerDeployment) {
+	r.Update(func(twd *v1alpha1.TemporalWorkerDeployment) {
 		twd.Spec.Deletion.MaxDrainWait = &metav1.Duration{Duration: time.Second}
 	})
 	r.waitGone(3 * time.Minute)

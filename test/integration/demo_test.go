@@ -13,6 +13,7 @@ import (
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/dev/demo"
+	"github.com/rainbow-deploy/rainbow/test/harness"
 )
 
 // TestDemo is `make demo`'s smoke test: the demo program's story, with
@@ -22,7 +23,7 @@ import (
 // version had its own HPA, from examples/twor-hpa.yaml.
 func TestDemo(t *testing.T) {
 	tt := env.NewTest(t)
-	r := &rollout{T: tt, Name: "demo-worker", TaskQueue: tt.TaskQueue("demo")}
+	r := &rollout{&harness.Rollout{T: tt, Name: "demo-worker", TaskQueue: tt.TaskQueue("demo")}}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	res, err := demo.Run(ctx, demo.Options{
@@ -74,7 +75,7 @@ func TestDemo(t *testing.T) {
 	if res.HPAs[res.First] == "" || res.HPAs[res.Second] == "" {
 		t.Errorf("HPAs by version: %v, want one for each of %s and %s", res.HPAs, res.First, res.Second)
 	}
-	twd := r.waitCurrent(10*time.Second, res.Second)
+	twd := r.WaitCurrent(10*time.Second, res.Second)
 	if d := r.deployment(res.First); d != nil || versionStatus(twd, res.First) != "" {
 		t.Errorf("the first version is still around: %s; %s", deploymentState(d), describe(twd))
 	}

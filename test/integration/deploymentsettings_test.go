@@ -21,7 +21,7 @@ import (
 // never runs more pods than its replicas while its template rolls.
 func TestDeploymentSettingsReachRunningVersions(t *testing.T) {
 	r := newRollout(env.NewTest(t), "settings")
-	twd := r.spec("v1")
+	twd := r.Spec("v1")
 	twd.Spec.Replicas = ptr.To[int32](2)
 	twd.Spec.WorkerOptions.CustomBuildID = "wf-1"
 	surge, unavailable := intstr.FromInt32(0), intstr.FromInt32(1)
@@ -29,8 +29,8 @@ func TestDeploymentSettingsReachRunningVersions(t *testing.T) {
 	twd.Spec.DeploymentMetadata = v1alpha1.DeploymentMetadata{
 		Labels: map[string]string{"team": "payments"}, Annotations: map[string]string{"example.com/owner": "alice"},
 	}
-	r.create(twd)
-	r.waitCurrent(2*time.Minute, "wf-1")
+	r.Create(twd)
+	r.WaitCurrent(2*time.Minute, "wf-1")
 	d := r.deployment("wf-1")
 	if d.Labels["team"] != "payments" || d.Annotations["example.com/owner"] != "alice" || d.Spec.Template.Labels["team"] != "" {
 		t.Fatalf("Deployment labels %v, annotations %v, pod labels %v", d.Labels, d.Annotations, d.Spec.Template.Labels)
@@ -44,7 +44,7 @@ func TestDeploymentSettingsReachRunningVersions(t *testing.T) {
 	})
 	pods := r.podNames("wf-1")
 
-	r.update(func(t *v1alpha1.TemporalWorkerDeployment) {
+	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {
 		t.Spec.DeploymentMetadata = v1alpha1.DeploymentMetadata{Labels: map[string]string{"team": "billing"}}
 	})
 	r.Eventually(time.Minute, "the new deploymentMetadata on the Deployment", func() (bool, string) {
@@ -57,7 +57,7 @@ func TestDeploymentSettingsReachRunningVersions(t *testing.T) {
 		t.Fatalf("a metadata change touched the Deployment's spec or pods: pods %v -> %v\n%s", pods, r.podNames("wf-1"), cmp.Diff(d.Spec, got.Spec))
 	}
 
-	r.setImage("v2")
+	r.SetImage("v2")
 	most := 0
 	r.Eventually(3*time.Minute, "wf-1 rolled to v2 in place", func() (bool, string) {
 		images := r.podImages("wf-1")

@@ -25,8 +25,8 @@ import (
 func exampleRollout(t *testing.T, file string, mutate func(*v1alpha1.TemporalWorkerDeployment)) (*rollout, string) {
 	t.Helper()
 	r, _ := createExample(t, file, mutate)
-	v1 := r.buildID()
-	r.waitCurrent(2*time.Minute, v1)
+	v1 := r.BuildID()
+	r.WaitCurrent(2*time.Minute, v1)
 	return r, v1
 }
 
@@ -61,9 +61,8 @@ func (r *rollout) rollOutV2WithPinned(n int) ([]client.WorkflowRun, string) {
 			return !strings.HasPrefix(on, "unknown"), on
 		})
 	}
-	r.setImage("v2")
-	v2 := r.buildID()
-	r.waitCurrent(2*time.Minute, v2)
+	v2 := r.SetImage("v2")
+	r.WaitCurrent(2*time.Minute, v2)
 	return pinned, v2
 }
 
@@ -152,7 +151,7 @@ func drainDeadlineStops(t *testing.T, a stopAction) {
 	})
 	pinned, _ := r.rollOutV2WithPinned(a.pinned)
 	promoted := time.Now()
-	max := r.get().Spec.Sunset.MaxDrainDuration.Duration
+	max := r.Get().Spec.Sunset.MaxDrainDuration.Duration
 	n := int32(a.pinned)
 	twd := r.waitFor(max+3*time.Minute, fmt.Sprintf("%d pinned workflows %s", n, a.label), func(twd *v1alpha1.TemporalWorkerDeployment) bool {
 		d := drainOf(twd, v1)
@@ -229,7 +228,7 @@ func drainDeadlineStops(t *testing.T, a stopAction) {
 		if dep != nil && ptr.Deref(dep.Spec.Replicas, 1) == 0 && dep.Annotations[workload.AnnotationScaledDownAt] != "" {
 			scaledDown = dep.Annotations[workload.AnnotationScaledDownAt]
 		}
-		twd := r.get()
+		twd := r.Get()
 		return dep == nil && versionStatus(twd, v1) == "", deploymentState(dep) + "; " + describe(twd)
 	})
 	if at, err := time.Parse(time.RFC3339, scaledDown); err != nil || at.Before(stops[len(stops)-1].Truncate(time.Second)) {
@@ -289,9 +288,9 @@ func TestContinueAsNewSignal(t *testing.T) {
 		info := desc.GetWorkflowExecutionInfo()
 		on := info.GetVersioningInfo().GetDeploymentVersion().GetBuildId()
 		return info.GetExecution().GetRunId() != pinned.GetRunID() && on == v2,
-			fmt.Sprintf("run %s on %q; %s", info.GetExecution().GetRunId(), on, drainText(drainOf(r.get(), v1)))
+			fmt.Sprintf("run %s on %q; %s", info.GetExecution().GetRunId(), on, drainText(drainOf(r.Get(), v1)))
 	})
-	if d := drainOf(r.get(), v1); d == nil || d.Signalled != 1 || len(d.SignalledRuns) != 1 {
+	if d := drainOf(r.Get(), v1); d == nil || d.Signalled != 1 || len(d.SignalledRuns) != 1 {
 		t.Fatalf("status after the signal: %s", drainText(d))
 	}
 	r.waitEvent(10*time.Second, "SignalPinnedWorkflows")
@@ -306,7 +305,7 @@ func TestContinueAsNewSignal(t *testing.T) {
 		t.Fatalf("the continued run: %+v, want continued from %s, run on %s", res, v1, v2)
 	}
 	r.Eventually(2*time.Minute, "version "+v1+" drained", func() (bool, string) {
-		twd := r.get()
+		twd := r.Get()
 		st := versionStatus(twd, v1)
 		return st == v1alpha1.VersionDrained || st == "", describe(twd)
 	})

@@ -79,8 +79,8 @@ func TestEnvironmentIsReal(t *testing.T) {
 		pids = pids[:0]
 		var seen []string
 		for _, p := range pods {
-			seen = append(seen, fmt.Sprintf("%s phase=%s ready=%v node=%s", p.Name, p.Status.Phase, podReady(&p), p.Spec.NodeName))
-			if p.Status.Phase != corev1.PodRunning || !podReady(&p) || len(p.Status.ContainerStatuses) != 1 {
+			seen = append(seen, fmt.Sprintf("%s phase=%s ready=%v node=%s", p.Name, p.Status.Phase, harness.PodReady(&p), p.Spec.NodeName))
+			if p.Status.Phase != corev1.PodRunning || !harness.PodReady(&p) || len(p.Status.ContainerStatuses) != 1 {
 				continue
 			}
 			var pid int
@@ -151,13 +151,4 @@ func podsOf(t *testing.T, ns string, labels map[string]string) []corev1.Pod {
 		t.Fatal(err)
 	}
 	return list.Items
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

@@ -32,11 +32,11 @@ func TestExamplesRollOut(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			r, twd := createExample(t, filepath.Join("rollouts", filepath.Base(file)), nil)
-			build := r.buildID()
+			build := r.BuildID()
 
 			switch twd.Spec.Rollout.Strategy {
 			case v1alpha1.StrategyAllAtOnce:
-				got := r.waitCurrent(2*time.Minute, build)
+				got := r.WaitCurrent(2*time.Minute, build)
 				requireComplete(t, got)
 				if twd.Spec.Rollout.Gate != nil {
 					if g := got.Status.Gate; g == nil || g.BuildID != build || g.Result != "Succeeded" {
@@ -44,7 +44,7 @@ func TestExamplesRollOut(t *testing.T) {
 					}
 				}
 			case v1alpha1.StrategyProgressive:
-				requireComplete(t, r.waitCurrent(2*time.Minute, build))
+				requireComplete(t, r.WaitCurrent(2*time.Minute, build))
 				exampleRampsThroughSteps(r, twd.Spec.Rollout.Steps)
 			case v1alpha1.StrategyManual:
 				got := r.waitCondition(2*time.Minute, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForPromotion)
@@ -56,11 +56,11 @@ func TestExamplesRollOut(t *testing.T) {
 				}
 				// What the example's comment tells people to run.
 				if _, err := r.Env.Temporal.WorkflowService().SetWorkerDeploymentCurrentVersion(context.Background(), &workflowservice.SetWorkerDeploymentCurrentVersionRequest{
-					Namespace: r.Env.Info.TemporalNamespace, DeploymentName: r.deploymentName(), BuildId: build, Identity: "a-person",
+					Namespace: r.Env.Info.TemporalNamespace, DeploymentName: r.DeploymentName(), BuildId: build, Identity: "a-person",
 				}); err != nil {
 					t.Fatal(err)
 				}
-				requireComplete(t, r.waitCurrent(time.Minute, build))
+				requireComplete(t, r.WaitCurrent(time.Minute, build))
 			default:
 				t.Fatalf("no expectation for strategy %q: add one to this test", twd.Spec.Rollout.Strategy)
 			}
@@ -79,7 +79,7 @@ func createExample(t *testing.T, file string, mutate func(*v1alpha1.TemporalWork
 	env.ReadExample(t, file, &twd)
 	tt := env.NewTest(t)
 	applyConnectionExample(tt, twd.Spec.WorkerOptions.ConnectionRef.Name)
-	r := &rollout{T: tt, Name: twd.Name, TaskQueue: tt.TaskQueue(twd.Name)}
+	r := &rollout{&harness.Rollout{T: tt, Name: twd.Name, TaskQueue: tt.TaskQueue(twd.Name)}}
 	twd.Namespace = r.Namespace
 	twd.Spec.WorkerOptions.TemporalNamespace = r.Env.Info.TemporalNamespace
 	setTaskQueue(t, &twd, r.TaskQueue)
@@ -144,8 +144,7 @@ func exampleRampsThroughSteps(r *rollout, steps []v1alpha1.RolloutStep) {
 	if total > time.Minute {
 		r.Fatalf("the example's pauses add up to %s; keep the local demo under a minute", total)
 	}
-	r.setImage("v2")
-	v2 := r.buildID()
+	v2 := r.SetImage("v2")
 	start := time.Now()
 	seen := map[int32]time.Duration{}
 	// Each step after the first may wait up to a long poll (about a minute)
@@ -153,7 +152,7 @@ func exampleRampsThroughSteps(r *rollout, steps []v1alpha1.RolloutStep) {
 	// workers between polls, and the controller checks the target's pollers
 	// before every routing change.
 	r.Eventually(total+time.Duration(len(steps)+2)*time.Minute, "version "+v2+" ramped through every step, then current", func() (bool, string) {
-		twd := r.get()
+		twd := r.Get()
 		if tv := twd.Status.TargetVersion; tv != nil && tv.BuildID == v2 && tv.RampPercentage != nil {
 			if _, ok := seen[*tv.RampPercentage]; !ok {
 				seen[*tv.RampPercentage] = time.Since(start).Round(time.Second)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/internal/workload"
+	"github.com/rainbow-deploy/rainbow/test/harness"
 )
 
 // TestMissingConnectionThenBadSecret: a TWD naming a connection that does
@@ -27,13 +28,13 @@ import (
 // missing is AuthSecretInvalid; fixing the connection lets the rollout go.
 func TestMissingConnectionThenBadSecret(t *testing.T) {
 	tt := env.NewTest(t)
-	r := &rollout{T: tt, Name: "noconn", TaskQueue: tt.TaskQueue("noconn")}
-	r.create(r.spec("v1"))
+	r := &rollout{&harness.Rollout{T: tt, Name: "noconn", TaskQueue: tt.TaskQueue("noconn")}}
+	r.Create(r.Spec("v1"))
 	got := r.waitCondition(time.Minute, v1alpha1.ConditionProgressing, metav1.ConditionFalse, v1alpha1.ReasonTemporalConnectionNotFound)
 	if c := findCondition(got, v1alpha1.ConditionReady); !strings.Contains(c.Message, "temporal") || c.Status != metav1.ConditionFalse {
 		t.Fatalf("Ready does not name the missing connection: %+v", c)
 	}
-	if d := r.deployment(r.buildID()); d != nil {
+	if d := r.deployment(r.BuildID()); d != nil {
 		t.Fatalf("a Deployment was created without a connection: %s", d.Name)
 	}
 	r.waitEvent(time.Minute, v1alpha1.ReasonTemporalConnectionNotFound)
@@ -67,7 +68,7 @@ func TestMissingConnectionThenBadSecret(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r.waitCurrent(2*time.Minute, r.buildID())
+	r.WaitCurrent(2*time.Minute, r.BuildID())
 }
 
 // TestTemporalOutageScalesNothingDown: while Temporal is unreachable the
@@ -77,7 +78,7 @@ func TestMissingConnectionThenBadSecret(t *testing.T) {
 func TestTemporalOutageScalesNothingDown(t *testing.T) {
 	tt := env.NewTest(t)
 	proxy := startProxy(t, tt.Env.Info.TemporalAddress)
-	r := &rollout{T: tt, Name: "outage", TaskQueue: tt.TaskQueue("outage")}
+	r := &rollout{&harness.Rollout{T: tt, Name: "outage", TaskQueue: tt.TaskQueue("outage")}}
 	conn := &v1alpha1.TemporalConnection{
 		ObjectMeta: metav1.ObjectMeta{Name: "temporal", Namespace: r.Namespace},
 		Spec:       v1alpha1.TemporalConnectionSpec{HostPort: proxy.addr},
@@ -86,15 +87,13 @@ func TestTemporalOutageScalesNothingDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	const scaledownDelay = 20 * time.Second
-	twd := r.spec("v1")
+	twd := r.Spec("v1")
 	twd.Spec.Sunset.ScaledownDelay = &metav1.Duration{Duration: scaledownDelay}
 	twd.Spec.Sunset.DeleteDelay = &metav1.Duration{Duration: 0}
-	r.create(twd)
-	v1 := r.buildID()
-	r.waitCurrent(2*time.Minute, v1)
-	r.setImage("v2")
-	v2 := r.buildID()
-	r.waitCurrent(2*time.Minute, v2)
+	v1 := r.Create(twd)
+	r.WaitCurrent(2*time.Minute, v1)
+	v2 := r.SetImage("v2")
+	r.WaitCurrent(2*time.Minute, v2)
 	// v1 has no open workflow: once Temporal reports it drained, it is due
 	// for scale-down scaledownDelay later, which falls into the outage.
 	drained := r.waitFor(time.Minute, v1+" Drained", func(t *v1alpha1.TemporalWorkerDeployment) bool {
@@ -113,8 +112,7 @@ func TestTemporalOutageScalesNothingDown(t *testing.T) {
 	}
 
 	proxy.stop()
-	r.setImage("v3")
-	v3 := r.buildID()
+	v3 := r.SetImage("v3")
 	// For the first minute the rollout waits for Temporal (no CD tool
 	// fails it), then it is reported as an outage.
 	r.waitFor(time.Minute, "Progressing=True with reason WaitingForTemporal, not Stalled", func(t *v1alpha1.TemporalWorkerDeployment) bool {
@@ -124,20 +122,20 @@ func TestTemporalOutageScalesNothingDown(t *testing.T) {
 	})
 	r.holdsWorkers(max(15*time.Second, time.Until(due)+10*time.Second), v1)
 	r.waitOutageReason()
-	if !hasCondition(r.get(), v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonTemporalStateFetchFailed) {
-		t.Fatalf("an outage past the bound is not Stalled: %s", describe(r.get()))
+	if !hasCondition(r.Get(), v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonTemporalStateFetchFailed) {
+		t.Fatalf("an outage past the bound is not Stalled: %s", describe(r.Get()))
 	}
-	if cur := r.get().Status.CurrentVersion; cur == nil || cur.BuildID != v2 {
-		t.Fatalf("the current version changed during the outage: %s", describe(r.get()))
+	if cur := r.Get().Status.CurrentVersion; cur == nil || cur.BuildID != v2 {
+		t.Fatalf("the current version changed during the outage: %s", describe(r.Get()))
 	}
 
 	proxy.start()
-	r.waitCurrent(3*time.Minute, v3)
+	r.WaitCurrent(3*time.Minute, v3)
 
 	// Deleting the TWD during an outage waits, workers and all, until the
 	// controller can clean up Temporal.
 	proxy.stop()
-	if err := r.Env.Kube.Delete(context.Background(), r.get()); err != nil {
+	if err := r.Env.Kube.Delete(context.Background(), r.Get()); err != nil {
 		t.Fatal(err)
 	}
 	got := r.waitOutageReason()
@@ -165,7 +163,7 @@ func (r *rollout) waitOutageReason() *v1alpha1.TemporalWorkerDeployment {
 // deleteAndWait deletes the TWD and waits until its finalizer let it go.
 func (r *rollout) deleteAndWait() {
 	r.Helper()
-	if err := r.Env.Kube.Delete(context.Background(), r.get()); err != nil {
+	if err := r.Env.Kube.Delete(context.Background(), r.Get()); err != nil {
 		r.Fatal(err)
 	}
 	r.waitGone(3 * time.Minute)
@@ -192,15 +190,14 @@ func (r *rollout) waitGone(timeout time.Duration) {
 // deployment from Temporal, and only then lets the object go.
 func TestDeletingTheTWDRemovesItFromTemporal(t *testing.T) {
 	r := newRollout(env.NewTest(t), "deletion")
-	r.create(r.spec("v1"))
-	v1 := r.buildID()
-	r.waitCurrent(2*time.Minute, v1)
+	v1 := r.Create(r.Spec("v1"))
+	r.WaitCurrent(2*time.Minute, v1)
 	r.deleteAndWait()
 	if d := r.deployment(v1); d != nil {
 		t.Fatalf("Deployment %s outlived its TWD", d.Name)
 	}
 	_, err := r.Env.Temporal.WorkflowService().DescribeWorkerDeployment(context.Background(), &workflowservice.DescribeWorkerDeploymentRequest{
-		Namespace: r.Env.Info.TemporalNamespace, DeploymentName: r.deploymentName(),
+		Namespace: r.Env.Info.TemporalNamespace, DeploymentName: r.DeploymentName(),
 	})
 	var nf *serviceerror.NotFound
 	if !errors.As(err, &nf) {
@@ -281,9 +278,8 @@ func (p *proxy) stop() {
 // build ID, and the version stays current.
 func TestConnectionChangeRollsRunningVersions(t *testing.T) {
 	r := newRollout(env.NewTest(t), "reconnect")
-	r.create(r.spec("v1"))
-	v1 := r.buildID()
-	r.waitCurrent(2*time.Minute, v1)
+	v1 := r.Create(r.Spec("v1"))
+	r.WaitCurrent(2*time.Minute, v1)
 	before := r.deployment(v1)
 
 	// The same server under another name: the workers' address changes.
@@ -310,7 +306,7 @@ func TestConnectionChangeRollsRunningVersions(t *testing.T) {
 	if d := r.deployment(v1); d.UID != before.UID {
 		t.Fatal("the Deployment was replaced instead of rolled")
 	}
-	r.waitCurrent(time.Minute, v1)
+	r.WaitCurrent(time.Minute, v1)
 	if got := r.hello(); !strings.Contains(got, v1) {
 		t.Fatalf("after the connection change Hello ran on %q, want %s", got, v1)
 	}
@@ -324,9 +320,8 @@ func TestConnectionChangeRollsRunningVersions(t *testing.T) {
 // connection's server while the old one is left running.
 func TestConnectionToAnotherServerMovesNoWorkers(t *testing.T) {
 	r := newRollout(env.NewTest(t), "otherserver")
-	r.create(r.spec("v1"))
-	v1 := r.buildID()
-	r.waitCurrent(2*time.Minute, v1)
+	v1 := r.Create(r.Spec("v1"))
+	r.WaitCurrent(2*time.Minute, v1)
 	d := r.deployment(v1)
 	if d.Annotations[workload.AnnotationNamespaceID] == "" {
 		t.Fatalf("Deployment %s does not record its Temporal namespace ID: %v", d.Name, d.Annotations)
@@ -347,9 +342,8 @@ func TestConnectionToAnotherServerMovesNoWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.setConnectionAddress(net.JoinHostPort("localhost", port))
-	r.setImage("v2")
-	v2 := r.buildID()
-	r.waitCurrent(3*time.Minute, v2)
+	v2 := r.SetImage("v2")
+	r.WaitCurrent(3*time.Minute, v2)
 	got = r.waitFor(time.Minute, "the note on the old server's Deployment", func(twd *v1alpha1.TemporalWorkerDeployment) bool {
 		return strings.Contains(findCondition(twd, v1alpha1.ConditionReady).Message, "previous Temporal server")
 	})

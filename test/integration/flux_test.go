@@ -24,6 +24,7 @@ import (
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/dev/demoworker"
+	"github.com/rainbow-deploy/rainbow/test/harness"
 )
 
 // fluxKustomization holds the fields of Flux's Kustomization
@@ -212,7 +213,7 @@ func TestFluxExampleHealthChecks(t *testing.T) {
 	}
 
 	tt := env.NewTest(t)
-	r := &rollout{T: tt, Name: "orders", TaskQueue: tt.TaskQueue("orders")}
+	r := &rollout{&harness.Rollout{T: tt, Name: "orders", TaskQueue: tt.TaskQueue("orders")}}
 	var twd v1alpha1.TemporalWorkerDeployment
 	for _, o := range objs {
 		o.SetNamespace(r.Namespace)
@@ -232,7 +233,7 @@ func TestFluxExampleHealthChecks(t *testing.T) {
 	}
 	twd.Spec.WorkerOptions.TemporalNamespace = r.Env.Info.TemporalNamespace
 	setTaskQueue(t, &twd, r.TaskQueue)
-	r.create(&twd)
+	r.Create(&twd)
 
 	// flux judges the healthChecks like kustomize-controller and samples
 	// until want; every sample of the TWD is also held to checkConsistent,
@@ -273,19 +274,19 @@ func TestFluxExampleHealthChecks(t *testing.T) {
 	if seen := flux(2*time.Minute, status.CurrentStatus); !seen[status.InProgressStatus] {
 		t.Logf("the first rollout was Current at the first look (no status written yet, or already complete)")
 		r.Eventually(time.Minute, "the first status", func() (bool, string) {
-			return r.get().Status.ObservedGeneration != 0, describe(r.get())
+			return r.Get().Status.ObservedGeneration != 0, describe(r.Get())
 		})
 		flux(2*time.Minute, status.CurrentStatus)
 	}
-	v1 := r.buildID()
-	r.waitCurrent(time.Minute, v1)
+	v1 := r.BuildID()
+	r.WaitCurrent(time.Minute, v1)
 
 	// A commit changes the image: InProgress while v2 ramps, then Current.
-	r.setImage("v2")
+	r.SetImage("v2")
 	if seen := flux(3*time.Minute, status.CurrentStatus); !seen[status.InProgressStatus] {
 		t.Fatal("the second rollout never was InProgress")
 	}
-	r.waitCurrent(time.Minute, r.buildID())
+	r.WaitCurrent(time.Minute, r.BuildID())
 
 	// docs/cd-tools.md, kubectl: apply and wait (v3).
 	snippets := kubectlSnippets(t)
@@ -301,7 +302,7 @@ func TestFluxExampleHealthChecks(t *testing.T) {
 	if _, err := r.Env.Kubectl(nil, "--kubeconfig", kubeconfig, "config", "set-context", "--current", "--namespace", r.Namespace); err != nil {
 		t.Fatal(err)
 	}
-	apply := r.get()
+	apply := r.Get()
 	apply.ManagedFields, apply.ResourceVersion, apply.Status = nil, "", v1alpha1.TemporalWorkerDeploymentStatus{}
 	apply.APIVersion, apply.Kind = v1alpha1.GroupVersion.String(), "TemporalWorkerDeployment"
 	apply.Spec.Template.Spec.Containers[0].Image = "rainbow.local/demo-worker:v3"
@@ -324,8 +325,8 @@ func TestFluxExampleHealthChecks(t *testing.T) {
 	if out, err := sh(snippets[0]); err != nil {
 		t.Fatalf("the apply-and-wait snippet: %v\n%s", err, out)
 	}
-	v3 := r.buildID()
-	if got := r.get(); got.Status.CurrentVersion == nil || got.Status.CurrentVersion.BuildID != v3 {
+	v3 := r.BuildID()
+	if got := r.Get(); got.Status.CurrentVersion == nil || got.Status.CurrentVersion.BuildID != v3 {
 		t.Fatalf("the snippet returned before %s was current: %s", v3, describe(got))
 	}
 	// The stop-early snippet passes on a complete rollout...
@@ -336,7 +337,7 @@ func TestFluxExampleHealthChecks(t *testing.T) {
 	// ...and fails on a blocked one: a failed gate is Failed for kstatus
 	// and for the CEL expressions.
 	failing := gateInput(t, true, "smoke test failed")
-	r.update(func(t *v1alpha1.TemporalWorkerDeployment) {
+	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {
 		t.Spec.Template.Spec.Containers[0].Image = "rainbow.local/demo-worker:v4"
 		t.Spec.Rollout.Gate = &v1alpha1.GateWorkflow{WorkflowType: demoworker.GateWorkflow, Input: failing}
 	})
@@ -352,7 +353,7 @@ func TestFluxExampleHealthChecks(t *testing.T) {
 	}
 
 	// Manual: the snippet waits until the new version is registered.
-	r.update(func(t *v1alpha1.TemporalWorkerDeployment) {
+	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {
 		t.Spec.Template.Spec.Containers[0].Image = "rainbow.local/demo-worker:v5"
 		t.Spec.Rollout = v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyManual}
 	})
@@ -361,8 +362,8 @@ kubectl wait twd/orders --for=jsonpath='{.status.observedGeneration}'="$gen" --t
 ` + snippets[2]); err != nil {
 		t.Fatalf("the Manual snippet: %v\n%s", err, out)
 	}
-	if tv := r.get().Status.TargetVersion; tv == nil || tv.BuildID != r.buildID() || tv.Status != v1alpha1.VersionInactive {
-		t.Fatalf("after the Manual snippet: %s", describe(r.get()))
+	if tv := r.Get().Status.TargetVersion; tv == nil || tv.BuildID != r.BuildID() || tv.Status != v1alpha1.VersionInactive {
+		t.Fatalf("after the Manual snippet: %s", describe(r.Get()))
 	}
 }
 

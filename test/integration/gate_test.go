@@ -26,26 +26,25 @@ import (
 // It then no longer keeps v2 draining, and the new target's own gate runs.
 func TestSupersededGateIgnoringCancellationIsTerminated(t *testing.T) {
 	r := newRollout(env.NewTest(t), "stubborn-gate")
-	r.create(r.spec("v1"))
-	v1 := r.buildID()
-	r.waitCurrent(2*time.Minute, v1)
+	v1 := r.Create(r.Spec("v1"))
+	r.WaitCurrent(2*time.Minute, v1)
 
-	r.update(func(t *v1alpha1.TemporalWorkerDeployment) {
+	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {
 		t.Spec.Template.Spec.Containers[0].Image = "rainbow.local/demo-worker:v2"
 		t.Spec.Rollout.Gate = &v1alpha1.GateWorkflow{WorkflowType: demoworker.IgnoreCancelGateWorkflow}
 	})
-	v2 := r.buildID()
+	v2 := r.BuildID()
 	r.waitFor(2*time.Minute, "the gate running on "+v2, func(twd *v1alpha1.TemporalWorkerDeployment) bool {
 		g := twd.Status.Gate
 		return g != nil && g.BuildID == v2 && g.Result == string(planner.GateRunning)
 	})
-	gateID := temporal.GateWorkflowID(r.deploymentName(), v2)
+	gateID := temporal.GateWorkflowID(r.DeploymentName(), v2)
 
-	r.update(func(t *v1alpha1.TemporalWorkerDeployment) {
+	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {
 		t.Spec.Template.Spec.Containers[0].Image = "rainbow.local/demo-worker:v3"
 		t.Spec.Rollout.Gate = &v1alpha1.GateWorkflow{WorkflowType: demoworker.GateWorkflow, Input: gateInput(r.T.T, false, "")}
 	})
-	v3 := r.buildID()
+	v3 := r.BuildID()
 
 	// Generous bounds: the grace period, then a pass of a busy controller.
 	r.Eventually(3*time.Minute, "the gate workflow on "+v2+" terminated", func() (bool, string) {
@@ -54,7 +53,7 @@ func TestSupersededGateIgnoringCancellationIsTerminated(t *testing.T) {
 			return false, err.Error()
 		}
 		st := desc.GetWorkflowExecutionInfo().GetStatus()
-		return st == enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED, fmt.Sprintf("gate %s; status: %s", st, describe(r.get()))
+		return st == enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED, fmt.Sprintf("gate %s; status: %s", st, describe(r.Get()))
 	})
 	requested, terminated := gateEnding(r, gateID)
 	if requested.at.IsZero() {
@@ -77,7 +76,7 @@ func TestSupersededGateIgnoringCancellationIsTerminated(t *testing.T) {
 		}
 		return st != enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_DRAINING, st.String()
 	})
-	got := r.waitCurrent(3*time.Minute, v3)
+	got := r.WaitCurrent(3*time.Minute, v3)
 	if g := got.Status.Gate; g == nil || g.BuildID != v3 || g.Result != string(planner.GateSucceeded) {
 		t.Fatalf("gate status after %s rolled out: %+v", v3, g)
 	}
@@ -108,7 +107,7 @@ func gateEnding(r *rollout, workflowID string) (requested, terminated stop) {
 func temporalVersionStatus(r *rollout, build string) (enumspb.WorkerDeploymentVersionStatus, error) {
 	resp, err := r.Env.Temporal.WorkflowService().DescribeWorkerDeploymentVersion(context.Background(), &workflowservice.DescribeWorkerDeploymentVersionRequest{
 		Namespace:         r.Env.Info.TemporalNamespace,
-		DeploymentVersion: &deploymentpb.WorkerDeploymentVersion{DeploymentName: r.deploymentName(), BuildId: build},
+		DeploymentVersion: &deploymentpb.WorkerDeploymentVersion{DeploymentName: r.DeploymentName(), BuildId: build},
 	})
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {

@@ -72,7 +72,7 @@ func startManager(e *harness.Env) (func(), error) {
 
 	// The webhook as a manager on this machine serves it (dev/webhook),
 	// on a free port, its certificate made by the manager's own rotation.
-	_, port, _ := net.SplitHostPort(freeAddr())
+	_, port, _ := net.SplitHostPort(harness.FreeAddr())
 	webhookPort, _ := strconv.Atoi(port)
 	hook := harness.LocalWebhook{Name: webhookName, Port: webhookPort, CertDir: filepath.Join(e.Info.Dir, "webhook-certs")}
 	removeWebhook, err := e.InstallLocalWebhook(hook)
@@ -107,7 +107,7 @@ func startManager(e *harness.Env) (func(), error) {
 
 	cfg := rest.CopyConfig(e.REST)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: managerUser}
-	probeAddr, metricsAddr = freeAddr(), freeAddr()
+	probeAddr, metricsAddr = harness.FreeAddr(), harness.FreeAddr()
 	mgr, err := manager.New(cfg, manager.Options{
 		Identity:    "rainbow-test",
 		MetricsAddr: metricsAddr,
@@ -177,14 +177,4 @@ func startManager(e *harness.Env) (func(), error) {
 		return nil, fmt.Errorf("%v (log: %s)", err, logPath)
 	}
 	return stop, nil
-}
-
-// freeAddr is a local address with a port free a moment ago.
-func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

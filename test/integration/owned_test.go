@@ -20,7 +20,6 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
-	"github.com/rainbow-deploy/rainbow/internal/buildid"
 	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
 	"github.com/rainbow-deploy/rainbow/internal/ownedresource"
 	"github.com/rainbow-deploy/rainbow/test/harness"
@@ -42,30 +41,17 @@ import (
 // removes everything.
 func TestOwnedResourcesFollowVersions(t *testing.T) {
 	r := newRollout(env.NewTest(t), "owned")
-	twd := r.spec("v1")
+	twd := r.Spec("v1")
 	twd.Spec.Replicas = nil
-	r.create(twd)
-	v1 := r.buildID()
-	readySince := findCondition(r.waitCurrent(2*time.Minute, v1), v1alpha1.ConditionReady).LastTransitionTime
+	v1 := r.Create(twd)
+	readySince := findCondition(r.WaitCurrent(2*time.Minute, v1), v1alpha1.ConditionReady).LastTransitionTime
 
-	v2Spec := r.spec("v2").Spec
-	v2 := buildid.Of(&v2Spec)
+	v2 := r.BuildIDOf("v2")
 	hpa := r.ownedExample("twor-hpa.yaml")
 	pdb := r.ownedExample("twor-pdb.yaml")
-	flaky := &v1alpha1.TemporalWorkerOwnedResource{
-		ObjectMeta: metav1.ObjectMeta{Name: "flaky", Namespace: r.Namespace},
-		Spec: v1alpha1.TemporalWorkerOwnedResourceSpec{
-			WorkerRef: v1alpha1.WorkerReference{Name: r.Name},
-			Object: rawJSON(t, map[string]any{
-				"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-				"metadata": map[string]any{"annotations": map[string]any{
-					"example.com/note": fmt.Sprintf(`{{ if eq .BuildID %q }}{{ index .BuildID 999 }}{{ end }}ok`, v2),
-				}},
-				// {}: the sentinel every way of applying keeps.
-				"spec": map[string]any{"maxUnavailable": 1, "selector": map[string]any{"matchLabels": map[string]any{}}},
-			}),
-		},
-	}
+	flaky := r.ownedPDB("flaky", map[string]any{"annotations": map[string]any{
+		"example.com/note": fmt.Sprintf(`{{ if eq .BuildID %q }}{{ index .BuildID 999 }}{{ end }}ok`, v2),
+	}})
 	r.applyOwned(hpa, harness.ClientSideApply)
 	r.applyOwned(pdb, harness.ClientSideApply)
 	if err := r.Env.Kube.Create(context.Background(), flaky); err != nil {
@@ -78,7 +64,7 @@ func TestOwnedResourcesFollowVersions(t *testing.T) {
 		return ptr.Deref(d.Spec.Replicas, 0) == 2 && d.Status.AvailableReplicas == 2, deploymentState(d)
 	})
 	// The HPA's scale-up is no rollout: the TWD stayed Ready throughout.
-	if c := findCondition(r.get(), v1alpha1.ConditionReady); c.Status != metav1.ConditionTrue || !c.LastTransitionTime.Equal(&readySince) {
+	if c := findCondition(r.Get(), v1alpha1.ConditionReady); c.Status != metav1.ConditionTrue || !c.LastTransitionTime.Equal(&readySince) {
 		t.Errorf("Ready changed while the HPA scaled %s: %+v, was True since %s", v1, c, readySince)
 	}
 	r.Eventually(time.Minute, "the PDB of "+v1+" counts its 2 pods", func() (bool, string) {
@@ -90,7 +76,7 @@ func TestOwnedResourcesFollowVersions(t *testing.T) {
 	}
 	for _, or := range []string{hpa.Name, pdb.Name, flaky.Name} {
 		got := r.waitOwnedReady(or, metav1.ConditionTrue, v1alpha1.ReasonApplied)
-		if !metav1.IsControlledBy(got, r.get()) || !slices.Contains(got.Finalizers, v1alpha1.FinalizerOwnedResourceCleanup) {
+		if !metav1.IsControlledBy(got, r.Get()) || !slices.Contains(got.Finalizers, v1alpha1.FinalizerOwnedResourceCleanup) {
 			t.Fatalf("%s: owners %+v, finalizers %v: want the TWD as controller and the cleanup finalizer", or, got.OwnerReferences, got.Finalizers)
 		}
 	}
@@ -98,10 +84,10 @@ func TestOwnedResourcesFollowVersions(t *testing.T) {
 	// No write war: the controller owns the HPA's spec, the HPA controller
 	// its status; passes of the TWD re-apply nothing and leave replicas.
 	applied := r.owned(hpa.Name).Status.Versions[0].AppliedAt
-	r.update(func(t *v1alpha1.TemporalWorkerDeployment) {
+	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {
 		t.Spec.Sunset.DeleteDelay = &metav1.Duration{Duration: 4 * time.Second}
 	})
-	r.waitCurrent(time.Minute, v1)
+	r.WaitCurrent(time.Minute, v1)
 	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
 		if got := ptr.Deref(r.deployment(v1).Spec.Replicas, 0); got != 2 {
 			t.Fatalf("the replicas of %s went from the HPA's 2 to %d", v1, got)
@@ -119,8 +105,8 @@ func TestOwnedResourcesFollowVersions(t *testing.T) {
 	}
 
 	// A second version: its copies, and the bad template only for it.
-	r.setImage("v2")
-	r.waitCurrent(3*time.Minute, v2)
+	r.SetImage("v2")
+	r.WaitCurrent(3*time.Minute, v2)
 	r.versionHasCopies(v2)
 	got := r.waitOwnedReady(flaky.Name, metav1.ConditionFalse, v1alpha1.ReasonApplyFailed)
 	for _, v := range got.Status.Versions {
@@ -164,7 +150,7 @@ func TestOwnedResourcesFollowVersions(t *testing.T) {
 	})
 
 	// Deleting the TWD removes everything.
-	if err := r.Env.Kube.Delete(context.Background(), r.get()); err != nil {
+	if err := r.Env.Kube.Delete(context.Background(), r.Get()); err != nil {
 		t.Fatal(err)
 	}
 	r.Eventually(3*time.Minute, "the TWD, its Deployments, owned resources and copies are gone", func() (bool, string) {
@@ -207,9 +193,8 @@ func TestOwnedExamplesEveryWayOfApplying(t *testing.T) {
 		t.Run(way.name, func(t *testing.T) {
 			t.Parallel()
 			r := newRollout(env.NewTest(t), "owned")
-			r.create(r.spec("v1"))
-			build := r.buildID()
-			r.waitCurrent(2*time.Minute, build)
+			build := r.Create(r.Spec("v1"))
+			r.WaitCurrent(2*time.Minute, build)
 			clientSide := slices.Equal(way.how[len(way.how)-1], harness.ClientSideApply)
 			for _, file := range []string{"twor-hpa.yaml", "twor-pdb.yaml"} {
 				var or *v1alpha1.TemporalWorkerOwnedResource
@@ -243,10 +228,9 @@ func TestOwnedExamplesEveryWayOfApplying(t *testing.T) {
 	t.Run("autoscaling/hpa-backlog.yaml, client-side apply", func(t *testing.T) {
 		t.Parallel()
 		r := newRollout(env.NewTest(t), "backlog")
-		twd := r.spec("v1")
+		twd := r.Spec("v1")
 		twd.Spec.Replicas = nil
-		r.create(twd)
-		build := r.buildID()
+		build := r.Create(twd)
 		or := r.attach("autoscaling/hpa-backlog.yaml")
 		r.waitOwnedReady(or.Name, metav1.ConditionTrue, v1alpha1.ReasonApplied)
 		h, d := r.hpaOf(or.Name, build), r.deployment(build)
@@ -358,6 +342,22 @@ func (r *rollout) waitOwnedReady(name string, status metav1.ConditionStatus, rea
 		return c != nil && c.Status == status && c.Reason == reason && c.ObservedGeneration == got.Generation, fmt.Sprintf("%+v", got.Status)
 	})
 	return got
+}
+
+// ownedPDB is a TemporalWorkerOwnedResource named name that gives each
+// version of r a PodDisruptionBudget with metadata. Its empty matchLabels
+// is the sentinel every way of applying keeps.
+func (r *rollout) ownedPDB(name string, metadata map[string]any) *v1alpha1.TemporalWorkerOwnedResource {
+	return &v1alpha1.TemporalWorkerOwnedResource{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.Namespace},
+		Spec: v1alpha1.TemporalWorkerOwnedResourceSpec{
+			WorkerRef: v1alpha1.WorkerReference{Name: r.Name},
+			Object: rawJSON(r.T.T, map[string]any{
+				"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": metadata,
+				"spec": map[string]any{"maxUnavailable": 1, "selector": map[string]any{"matchLabels": map[string]any{}}},
+			}),
+		},
+	}
 }
 
 func rawJSON(t *testing.T, v any) apiextensionsv1.JSON {

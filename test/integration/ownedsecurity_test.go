@@ -19,7 +19,6 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
-	"github.com/rainbow-deploy/rainbow/internal/buildid"
 	"github.com/rainbow-deploy/rainbow/test/harness"
 )
 
@@ -35,9 +34,8 @@ func TestOwnedStatusIsNoDeleteList(t *testing.T) {
 	tt := env.NewTest(t)
 	r := newRollout(tt, "ownedsec")
 	ctx := context.Background()
-	r.create(r.spec("v1"))
-	v1 := r.buildID()
-	r.waitCurrent(2*time.Minute, v1)
+	v1 := r.Create(r.Spec("v1"))
+	r.WaitCurrent(2*time.Minute, v1)
 	hpa := r.ownedExample("twor-hpa.yaml")
 	r.applyOwned(hpa, harness.ServerSideApply)
 	pinned, v2 := r.rollOutV2WithPinned(1)
@@ -160,22 +158,11 @@ func TestOwnedTemplateCannotExhaustMemory(t *testing.T) {
 	tt := env.NewTest(t)
 	ctx := context.Background()
 	r := newRollout(tt, "bomb")
-	r.create(r.spec("v1"))
-	v1 := r.buildID()
-	r.waitCurrent(2*time.Minute, v1)
+	v1 := r.Create(r.Spec("v1"))
+	r.WaitCurrent(2*time.Minute, v1)
 
 	pdb := func(name, note string) *v1alpha1.TemporalWorkerOwnedResource {
-		return &v1alpha1.TemporalWorkerOwnedResource{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.Namespace},
-			Spec: v1alpha1.TemporalWorkerOwnedResourceSpec{
-				WorkerRef: v1alpha1.WorkerReference{Name: r.Name},
-				Object: rawJSON(t, map[string]any{
-					"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-					"metadata": map[string]any{"annotations": map[string]any{"example.com/note": note}},
-					"spec":     map[string]any{"maxUnavailable": 1, "selector": map[string]any{"matchLabels": map[string]any{}}},
-				}),
-			},
-		}
+		return r.ownedPDB(name, map[string]any{"annotations": map[string]any{"example.com/note": note}})
 	}
 	stored, branchy := pdb("stored", "{{ .BuildID }}"), pdb("branchy", fmt.Sprintf(`{{ if eq .BuildID %q }}%s{{ end }}`, v1, bombTemplate))
 	for _, or := range []*v1alpha1.TemporalWorkerOwnedResource{stored, branchy} {
@@ -213,9 +200,9 @@ func TestOwnedTemplateCannotExhaustMemory(t *testing.T) {
 	}
 
 	// The controller works for everyone else.
-	other := &rollout{T: tt, Name: "bystander", TaskQueue: tt.TaskQueue("bystander")}
-	other.create(other.spec("v1"))
-	other.waitCurrent(2*time.Minute, other.buildID())
+	other := &rollout{&harness.Rollout{T: tt, Name: "bystander", TaskQueue: tt.TaskQueue("bystander")}}
+	other.Create(other.Spec("v1"))
+	other.WaitCurrent(2*time.Minute, other.BuildID())
 }
 
 // skipWebhook makes the API server skip the TemporalWorkerOwnedResource
@@ -251,32 +238,20 @@ func skipWebhook(t *testing.T, ns string) (restore func()) {
 // note of what was left out, and the other version's copy is on record.
 func TestOwnedHugeErrorKeepsStatusWritable(t *testing.T) {
 	r := newRollout(env.NewTest(t), "ownedhuge")
-	r.create(r.spec("v1"))
-	v1 := r.buildID()
-	r.waitCurrent(2*time.Minute, v1)
-	v2Spec := r.spec("v2").Spec
-	v2 := buildid.Of(&v2Spec)
-	loud := &v1alpha1.TemporalWorkerOwnedResource{
-		ObjectMeta: metav1.ObjectMeta{Name: "loud", Namespace: r.Namespace},
-		Spec: v1alpha1.TemporalWorkerOwnedResourceSpec{
-			WorkerRef: v1alpha1.WorkerReference{Name: r.Name},
-			Object: rawJSON(t, map[string]any{
-				"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-				"metadata": map[string]any{"labels": map[string]any{
-					// Only v2's copy gets the value, too long for a label.
-					"example.com/loud": fmt.Sprintf(`{{ if eq .BuildID %q }}%s{{ else }}ok{{ end }}`, v2, strings.Repeat("x", 40000)),
-				}},
-				"spec": map[string]any{"maxUnavailable": 1, "selector": map[string]any{"matchLabels": map[string]any{}}},
-			}),
-		},
-	}
+	v1 := r.Create(r.Spec("v1"))
+	r.WaitCurrent(2*time.Minute, v1)
+	v2 := r.BuildIDOf("v2")
+	loud := r.ownedPDB("loud", map[string]any{"labels": map[string]any{
+		// Only v2's copy gets the value, too long for a label.
+		"example.com/loud": fmt.Sprintf(`{{ if eq .BuildID %q }}%s{{ else }}ok{{ end }}`, v2, strings.Repeat("x", 40000)),
+	}})
 	if err := r.Env.Kube.Create(context.Background(), loud); err != nil {
 		t.Fatal(err)
 	}
 	r.waitOwnedReady(loud.Name, metav1.ConditionTrue, v1alpha1.ReasonApplied)
 
-	r.setImage("v2")
-	r.waitCurrent(3*time.Minute, v2)
+	r.SetImage("v2")
+	r.WaitCurrent(3*time.Minute, v2)
 	var got *v1alpha1.TemporalWorkerOwnedResource
 	r.Eventually(2*time.Minute, "loud Ready=False (ApplyFailed) naming "+v2, func() (bool, string) {
 		got = r.owned(loud.Name)

@@ -26,7 +26,7 @@ import (
 const propagationHold = time.Second
 
 // holdPropagation makes devenv's Temporal hold routing changes back for
-// the rest of the test (cmd/devenv/temporaldev.PropagationHoldFile).
+// the rest of the test (dev/cmd/devenv/temporaldev.PropagationHoldFile).
 func holdPropagation(t *testing.T, d time.Duration) {
 	file := filepath.Join(env.Info.Dir, "temporal-propagation-hold")
 	if err := os.WriteFile(file, []byte(d.String()), 0o644); err != nil {
@@ -73,7 +73,7 @@ func (r *rollout) kubectlWaitReady() {
 	r.Helper()
 	r.waitFor(time.Minute, "status for the new generation", func(*v1alpha1.TemporalWorkerDeployment) bool { return true })
 	if out, err := r.kubectl(3*time.Minute, "wait", "--for=condition=Ready", "--timeout=170s", "-n", r.Namespace, "twd/"+r.Name); err != nil {
-		r.Fatalf("kubectl wait: %v\n%s\nstatus: %s", err, out, describe(r.get()))
+		r.Fatalf("kubectl wait: %v\n%s\nstatus: %s", err, out, describe(r.Get()))
 	}
 }
 
@@ -86,24 +86,23 @@ func (r *rollout) kubectlWaitReady() {
 // workflows split by it.
 func TestReadyMeansTemporalRoutesThere(t *testing.T) {
 	r := newRollout(env.NewTest(t), "propagation")
-	twd := r.spec("v1")
+	twd := r.Spec("v1")
 	// Old versions keep their workers: after the first two rollouts the
 	// spec goes back and forth between v1 and v2, each a rollback.
 	twd.Spec.Sunset.ScaledownDelay = &metav1.Duration{Duration: time.Hour}
-	r.create(twd)
+	r.Create(twd)
 	r.kubectlWaitReady()
-	v1 := r.buildID()
+	v1 := r.BuildID()
 	holdPropagation(t, propagationHold)
 
 	const rollouts = 20
 	tags := map[string]string{v1: "v1"}
 	for i := range rollouts {
 		tag := []string{"v2", "v1"}[i%2]
-		r.setImage(tag)
-		build := r.buildID()
+		build := r.SetImage(tag)
 		tags[build] = tag
 		r.kubectlWaitReady()
-		if cur := r.get().Status.CurrentVersion; cur == nil || cur.BuildID != build {
+		if cur := r.Get().Status.CurrentVersion; cur == nil || cur.BuildID != build {
 			t.Fatalf("rollout %d: Ready, but status.currentVersion is %+v, want %s", i+1, cur, build)
 		}
 		got := r.startHellos(1)[0]
@@ -116,12 +115,12 @@ func TestReadyMeansTemporalRoutesThere(t *testing.T) {
 
 	// A ramp step: once status shows 50%, about half of new workflows go
 	// to the target. Shown before Temporal applied it, none would.
-	r.update(func(t *v1alpha1.TemporalWorkerDeployment) {
+	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {
 		t.Spec.Template.Spec.Containers[0].Image = "rainbow.local/demo-worker:v3"
 		t.Spec.Rollout = v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyProgressive,
 			Steps: []v1alpha1.RolloutStep{{RampPercentage: 50, PauseDuration: metav1.Duration{Duration: time.Hour}}}}
 	})
-	v3 := r.buildID()
+	v3 := r.BuildID()
 	r.waitFor(3*time.Minute, "version "+v3+" shown ramping 50%", func(t *v1alpha1.TemporalWorkerDeployment) bool {
 		return t.Status.TargetVersion != nil && t.Status.TargetVersion.BuildID == v3 && t.Status.TargetVersion.Status == v1alpha1.VersionRamping &&
 			t.Status.TargetVersion.RampPercentage != nil && *t.Status.TargetVersion.RampPercentage == 50

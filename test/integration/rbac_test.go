@@ -137,12 +137,7 @@ func TestUserRolesAggregate(t *testing.T) {
 	ctx := context.Background()
 	const editor, viewer = "rbac-test-editor", "rbac-test-viewer"
 	for user, role := range map[string]string{editor: "edit", viewer: "view"} {
-		b := &rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Namespace: tt.Namespace, Name: role},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
-			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
-		}
-		if err := env.Kube.Create(ctx, b); err != nil {
+		if err := env.Kube.Create(ctx, harness.UserBinding(tt.Namespace, role, "ClusterRole", role, user)); err != nil {
 			t.Fatal(err)
 		}
 	}

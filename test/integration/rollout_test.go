@@ -21,14 +21,13 @@ import (
 // after it drained, then deleted in Kubernetes and in Temporal.
 func TestAllAtOnceKeepsPinnedWorkflowsOnTheirVersion(t *testing.T) {
 	r := newRollout(env.NewTest(t), "allatonce")
-	r.create(r.spec("v1"))
-	v1 := r.buildID()
+	v1 := r.Create(r.Spec("v1"))
 
 	out, err := r.kubectl(3*time.Minute, "wait", "--for=condition=Ready", "--timeout=170s", "-n", r.Namespace, "twd/"+r.Name)
 	if err != nil {
-		t.Fatalf("kubectl wait for the first version: %v\n%s\nstatus: %s", err, out, describe(r.get()))
+		t.Fatalf("kubectl wait for the first version: %v\n%s\nstatus: %s", err, out, describe(r.Get()))
 	}
-	r.waitCurrent(time.Minute, v1)
+	r.WaitCurrent(time.Minute, v1)
 	if cur, _, _ := r.routing(); cur != v1 {
 		t.Fatalf("Temporal's current version is %q, want %s", cur, v1)
 	}
@@ -38,8 +37,7 @@ func TestAllAtOnceKeepsPinnedWorkflowsOnTheirVersion(t *testing.T) {
 	pinned := r.startLong(demoworker.LongPinnedWorkflow)
 	upgrading := r.startLong(demoworker.LongAutoUpgradeWorkflow)
 
-	r.setImage("v2")
-	v2 := r.buildID()
+	v2 := r.SetImage("v2")
 	if v2 == v1 {
 		t.Fatal("a new image did not change the build ID")
 	}
@@ -48,9 +46,9 @@ func TestAllAtOnceKeepsPinnedWorkflowsOnTheirVersion(t *testing.T) {
 	r.waitFor(time.Minute, "status for the new generation", func(*v1alpha1.TemporalWorkerDeployment) bool { return true })
 	out, err = r.kubectl(3*time.Minute, "wait", "--for=condition=Ready", "--timeout=170s", "-n", r.Namespace, "twd/"+r.Name)
 	if err != nil {
-		t.Fatalf("kubectl wait for v2: %v\n%s\nstatus: %s", err, out, describe(r.get()))
+		t.Fatalf("kubectl wait for v2: %v\n%s\nstatus: %s", err, out, describe(r.Get()))
 	}
-	r.waitCurrent(time.Minute, v2)
+	r.WaitCurrent(time.Minute, v2)
 	// The printer columns show what people look for first.
 	out, err = r.kubectl(time.Minute, "get", "twd", r.Name, "-n", r.Namespace, "--no-headers")
 	if fields := strings.Fields(out); err != nil || len(fields) < 4 || fields[1] != v2 || fields[2] != v2 || !slices.Contains(fields, v1alpha1.ReasonRolloutComplete) {
@@ -63,7 +61,7 @@ func TestAllAtOnceKeepsPinnedWorkflowsOnTheirVersion(t *testing.T) {
 	// The pinned workflow keeps v1 draining, so v1 keeps its workers well
 	// past the scaledown delay.
 	r.holdsWorkers(8*time.Second, v1)
-	twd := r.get()
+	twd := r.Get()
 	if st := versionStatus(twd, v1); st != v1alpha1.VersionDraining {
 		t.Fatalf("version %s is %q, want Draining while a pinned workflow runs: %s", v1, st, describe(twd))
 	}
@@ -91,7 +89,7 @@ func TestAllAtOnceKeepsPinnedWorkflowsOnTheirVersion(t *testing.T) {
 
 	r.Eventually(2*time.Minute, "version "+v1+" scaled to zero after draining", func() (bool, string) {
 		d := r.deployment(v1)
-		twd := r.get()
+		twd := r.Get()
 		if d != nil && ptr.Deref(d.Spec.Replicas, 1) == 0 && versionStatus(twd, v1) != v1alpha1.VersionDrained {
 			t.Fatalf("version %s was scaled down while %q, before Temporal reported it Drained: %s", v1, versionStatus(twd, v1), describe(twd))
 		}
@@ -99,7 +97,7 @@ func TestAllAtOnceKeepsPinnedWorkflowsOnTheirVersion(t *testing.T) {
 	})
 	r.Eventually(2*time.Minute, "version "+v1+" deleted in Kubernetes and Temporal", func() (bool, string) {
 		d := r.deployment(v1)
-		twd := r.get()
+		twd := r.Get()
 		return d == nil && versionStatus(twd, v1) == "", deploymentState(d) + "; " + describe(twd)
 	})
 	if cur, _, _ := r.routing(); cur != v2 {

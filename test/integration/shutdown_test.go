@@ -47,7 +47,7 @@ func TestShutdownLeavesNoProcesses(t *testing.T) {
 		}
 		ready := 0
 		for i := range pods.Items {
-			if podReady(&pods.Items[i]) {
+			if harness.PodReady(&pods.Items[i]) {
 				ready++
 			}
 		}

@@ -33,14 +33,12 @@ func steps(pcts []int32, pause time.Duration) []v1alpha1.RolloutStep {
 // pause, then becomes current.
 func TestProgressiveRampsThroughEachStep(t *testing.T) {
 	r := newRollout(env.NewTest(t), "progressive")
-	twd := r.spec("v1")
+	twd := r.Spec("v1")
 	twd.Spec.Rollout = v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyProgressive, Steps: steps([]int32{20, 60}, 4*time.Second)}
-	r.create(twd)
-	v1 := r.buildID()
-	r.waitCurrent(2*time.Minute, v1)
+	v1 := r.Create(twd)
+	r.WaitCurrent(2*time.Minute, v1)
 
-	r.setImage("v2")
-	v2 := r.buildID()
+	v2 := r.SetImage("v2")
 	seen := map[float32]time.Time{}
 	mine := map[string]string{"namespace": r.Namespace, "name": r.Name}
 	gauge := map[float64]bool{}
@@ -54,7 +52,7 @@ func TestProgressiveRampsThroughEachStep(t *testing.T) {
 		if v, ok := metric(t, "rainbow_ramp_percentage", mine); ok {
 			gauge[v] = true
 		}
-		return cur == v2 && len(seen) == 2, describe(r.get())
+		return cur == v2 && len(seen) == 2, describe(r.Get())
 	})
 	if seen[20].IsZero() || seen[60].IsZero() {
 		t.Fatalf("ramps seen: %v, want 20%% and 60%%", seen)
@@ -64,7 +62,7 @@ func TestProgressiveRampsThroughEachStep(t *testing.T) {
 	if gap := seen[60].Sub(seen[20]); gap < 2*time.Second {
 		t.Fatalf("the 20%% step lasted %s, want about its 4s pause", gap)
 	}
-	r.waitCurrent(time.Minute, v2)
+	r.WaitCurrent(time.Minute, v2)
 
 	// The rollout metrics followed it.
 	if !gauge[20] || !gauge[60] {
@@ -88,10 +86,9 @@ func TestProgressiveRampsThroughEachStep(t *testing.T) {
 // person promotes them; Ready follows what they did.
 func TestManualNeverChangesRouting(t *testing.T) {
 	r := newRollout(env.NewTest(t), "manual")
-	twd := r.spec("v1")
+	twd := r.Spec("v1")
 	twd.Spec.Rollout = v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyManual}
-	r.create(twd)
-	v1 := r.buildID()
+	v1 := r.Create(twd)
 	r.waitFor(2*time.Minute, "version "+v1+" registered and waiting for promotion", func(t *v1alpha1.TemporalWorkerDeployment) bool {
 		return hasCondition(t, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForPromotion) &&
 			versionStatus(t, v1) == v1alpha1.VersionInactive
@@ -101,11 +98,11 @@ func TestManualNeverChangesRouting(t *testing.T) {
 		t.Fatalf("Manual changed routing: current=%q ramping=%q", cur, ramping)
 	}
 	if _, err := r.Env.Temporal.WorkflowService().SetWorkerDeploymentCurrentVersion(context.Background(), &workflowservice.SetWorkerDeploymentCurrentVersionRequest{
-		Namespace: r.Env.Info.TemporalNamespace, DeploymentName: r.deploymentName(), BuildId: v1, Identity: "a-person",
+		Namespace: r.Env.Info.TemporalNamespace, DeploymentName: r.DeploymentName(), BuildId: v1, Identity: "a-person",
 	}); err != nil {
 		t.Fatal(err)
 	}
-	r.waitCurrent(time.Minute, v1)
+	r.WaitCurrent(time.Minute, v1)
 }
 
 // TestGateWorkflowDecidesTheRollout: a passing gate lets the version
@@ -124,22 +121,21 @@ func TestGateWorkflowDecidesTheRollout(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	twd := r.spec("v1")
+	twd := r.Spec("v1")
 	twd.Spec.Rollout.Gate = &v1alpha1.GateWorkflow{WorkflowType: demoworker.GateWorkflow, InputFrom: &v1alpha1.GateInputSource{
 		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "gate-pass"}, Key: "input.json"}}}
-	r.create(twd)
-	v1 := r.buildID()
-	got := r.waitCurrent(2*time.Minute, v1)
+	v1 := r.Create(twd)
+	got := r.WaitCurrent(2*time.Minute, v1)
 	if g := got.Status.Gate; g == nil || g.BuildID != v1 || g.Result != "Succeeded" || !strings.Contains(g.Message, v1) {
 		t.Fatalf("gate status after a passing gate: %+v", got.Status.Gate)
 	}
 
-	r.update(func(t *v1alpha1.TemporalWorkerDeployment) {
+	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {
 		t.Spec.Template.Spec.Containers[0].Image = "rainbow.local/demo-worker:v2"
 		t.Spec.Rollout.Gate.InputFrom = &v1alpha1.GateInputSource{
 			ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "gate-fail"}, Key: "input.json"}}
 	})
-	v2 := r.buildID()
+	v2 := r.BuildID()
 	got = r.waitCondition(2*time.Minute, v1alpha1.ConditionProgressing, metav1.ConditionFalse, v1alpha1.ReasonGateFailed)
 	if c := findCondition(got, v1alpha1.ConditionReady); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "smoke test failed") {
 		t.Fatalf("Ready after a failed gate: %+v", c)
@@ -160,17 +156,15 @@ func TestGateWorkflowDecidesTheRollout(t *testing.T) {
 // strategy would otherwise ramp for an hour and run a gate.
 func TestRollbackSkipsStepsAndGate(t *testing.T) {
 	r := newRollout(env.NewTest(t), "rollback")
-	twd := r.spec("v1")
+	twd := r.Spec("v1")
 	twd.Spec.Sunset.ScaledownDelay = &metav1.Duration{Duration: 10 * time.Minute}
-	r.create(twd)
-	v1 := r.buildID()
-	r.waitCurrent(2*time.Minute, v1)
-	r.setImage("v2")
-	v2 := r.buildID()
-	r.waitCurrent(2*time.Minute, v2)
+	v1 := r.Create(twd)
+	r.WaitCurrent(2*time.Minute, v1)
+	v2 := r.SetImage("v2")
+	r.WaitCurrent(2*time.Minute, v2)
 
 	start := time.Now()
-	r.update(func(t *v1alpha1.TemporalWorkerDeployment) {
+	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {
 		t.Spec.Template.Spec.Containers[0].Image = "rainbow.local/demo-worker:v1"
 		t.Spec.Rollout = v1alpha1.RolloutSpec{
 			Strategy: v1alpha1.StrategyProgressive,
@@ -178,7 +172,7 @@ func TestRollbackSkipsStepsAndGate(t *testing.T) {
 			Gate:     &v1alpha1.GateWorkflow{WorkflowType: demoworker.GateWorkflow, Input: gateInput(r.T.T, true, "must not run")},
 		}
 	})
-	got := r.waitCurrent(time.Minute, v1)
+	got := r.WaitCurrent(time.Minute, v1)
 	if g := got.Status.Gate; g != nil && g.BuildID == v1 {
 		t.Fatalf("the gate ran on a rollback: %+v", g)
 	}
@@ -202,10 +196,9 @@ func TestUnversionedPollersGetRampedNotReplaced(t *testing.T) {
 		t.Fatalf("Hello ran on %q before any version existed", got)
 	}
 
-	twd := r.spec("v1")
+	twd := r.Spec("v1")
 	twd.Spec.Rollout = v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyProgressive, Steps: steps([]int32{30}, time.Hour)}
-	r.create(twd)
-	v1 := r.buildID()
+	v1 := r.Create(twd)
 	r.waitFor(2*time.Minute, "version "+v1+" ramping 30% next to the unversioned workers", func(t *v1alpha1.TemporalWorkerDeployment) bool {
 		return hasCondition(t, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonRamping) &&
 			t.Status.TargetVersion != nil && t.Status.TargetVersion.Status == v1alpha1.VersionRamping
@@ -220,13 +213,11 @@ func TestUnversionedPollersGetRampedNotReplaced(t *testing.T) {
 // resumes once the role is handed back.
 func TestManagerHeldByOtherIdentityIsNotFought(t *testing.T) {
 	r := newRollout(env.NewTest(t), "manager")
-	r.create(r.spec("v1"))
-	v1 := r.buildID()
-	r.waitCurrent(2*time.Minute, v1)
+	v1 := r.Create(r.Spec("v1"))
+	r.WaitCurrent(2*time.Minute, v1)
 	r.setManager("a-person")
 
-	r.setImage("v2")
-	v2 := r.buildID()
+	v2 := r.SetImage("v2")
 	got := r.waitCondition(2*time.Minute, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonManagedByOtherIdentity)
 	if c := findCondition(got, v1alpha1.ConditionReady); !strings.Contains(c.Message, "a-person") {
 		t.Fatalf("the condition does not name the manager: %q", c.Message)
@@ -235,11 +226,11 @@ func TestManagerHeldByOtherIdentityIsNotFought(t *testing.T) {
 		t.Fatalf("routing changed to %q while another identity manages the deployment", cur)
 	}
 	r.setManager("")
-	r.waitCurrent(2*time.Minute, v2)
+	r.WaitCurrent(2*time.Minute, v2)
 
 	// Deleting the TWD while someone else routes to it keeps its workers.
 	r.setManager("a-person")
-	if err := r.Env.Kube.Delete(context.Background(), r.get()); err != nil {
+	if err := r.Env.Kube.Delete(context.Background(), r.Get()); err != nil {
 		t.Fatal(err)
 	}
 	got = r.waitCondition(time.Minute, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonManagedByOtherIdentity)
@@ -256,7 +247,7 @@ func TestManagerHeldByOtherIdentityIsNotFought(t *testing.T) {
 func (r *rollout) setManager(identity string) {
 	r.Helper()
 	req := &workflowservice.SetWorkerDeploymentManagerRequest{
-		Namespace: r.Env.Info.TemporalNamespace, DeploymentName: r.deploymentName(), Identity: "a-person",
+		Namespace: r.Env.Info.TemporalNamespace, DeploymentName: r.DeploymentName(), Identity: "a-person",
 	}
 	if identity == "" {
 		req.NewManagerIdentity = &workflowservice.SetWorkerDeploymentManagerRequest_ManagerIdentity{ManagerIdentity: ""}
@@ -285,11 +276,10 @@ func gateInput(t testing.TB, fail bool, msg string) *apiextensionsv1.JSON {
 // scales it (an HPA, here a person with kubectl scale).
 func TestAutoscalerOwnsReplicas(t *testing.T) {
 	r := newRollout(env.NewTest(t), "autoscaled")
-	twd := r.spec("v1")
+	twd := r.Spec("v1")
 	twd.Spec.Replicas = nil
-	r.create(twd)
-	v1 := r.buildID()
-	r.waitCurrent(2*time.Minute, v1)
+	v1 := r.Create(twd)
+	r.WaitCurrent(2*time.Minute, v1)
 	d := r.deployment(v1)
 	if got := ptr.Deref(d.Spec.Replicas, 0); got != 1 {
 		t.Fatalf("the first version started with %d replicas, want 1", got)
@@ -302,10 +292,10 @@ func TestAutoscalerOwnsReplicas(t *testing.T) {
 		return d.Status.ReadyReplicas == 2, deploymentState(d)
 	})
 	// Nudge a reconcile: the spec change must not touch v1's replicas.
-	r.update(func(t *v1alpha1.TemporalWorkerDeployment) {
+	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {
 		t.Spec.Sunset.ScaledownDelay = &metav1.Duration{Duration: time.Hour}
 	})
-	r.waitCurrent(time.Minute, v1)
+	r.WaitCurrent(time.Minute, v1)
 	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
 		if got := ptr.Deref(r.deployment(v1).Spec.Replicas, 0); got != 2 {
 			t.Fatalf("the controller changed the autoscaled replicas from 2 to %d", got)

@@ -7,11 +7,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/workflow"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -19,106 +17,18 @@ import (
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/dev/demoworker"
-	"github.com/rainbow-deploy/rainbow/internal/buildid"
 	"github.com/rainbow-deploy/rainbow/test/harness"
 )
 
 // rollout is one test's TemporalWorkerDeployment and what it talks to.
 type rollout struct {
-	*harness.T
-	Name      string
-	TaskQueue string
+	*harness.Rollout
 }
 
 // newRollout creates a TemporalConnection to the environment's Temporal
 // and returns a handle for a TWD named name (not created yet).
 func newRollout(tt *harness.T, name string) *rollout {
-	conn := &v1alpha1.TemporalConnection{
-		ObjectMeta: metav1.ObjectMeta{Name: "temporal", Namespace: tt.Namespace},
-		Spec:       v1alpha1.TemporalConnectionSpec{HostPort: tt.Env.Info.TemporalAddress},
-	}
-	if err := tt.Env.Kube.Create(context.Background(), conn); err != nil {
-		tt.Fatal(err)
-	}
-	return &rollout{T: tt, Name: name, TaskQueue: tt.TaskQueue(name)}
-}
-
-// spec is a TWD running the demo worker at tag with short sunset delays.
-func (r *rollout) spec(tag string) *v1alpha1.TemporalWorkerDeployment {
-	return &v1alpha1.TemporalWorkerDeployment{
-		ObjectMeta: metav1.ObjectMeta{Name: r.Name, Namespace: r.Namespace},
-		Spec: v1alpha1.TemporalWorkerDeploymentSpec{
-			Replicas: ptr.To[int32](1),
-			Template: corev1.PodTemplateSpec{
-				Spec: corev1.PodSpec{
-					TerminationGracePeriodSeconds: ptr.To[int64](5),
-					Containers: []corev1.Container{{
-						Name:  "worker",
-						Image: "rainbow.local/demo-worker:" + tag,
-						Env:   []corev1.EnvVar{{Name: "DEMO_TASK_QUEUE", Value: r.TaskQueue}},
-					}},
-				},
-			},
-			WorkerOptions: v1alpha1.WorkerOptions{
-				ConnectionRef:     v1alpha1.ConnectionReference{Name: "temporal"},
-				TemporalNamespace: r.Env.Info.TemporalNamespace,
-			},
-			Rollout: v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyAllAtOnce},
-			Sunset: v1alpha1.SunsetSpec{
-				ScaledownDelay: &metav1.Duration{Duration: 2 * time.Second},
-				DeleteDelay:    &metav1.Duration{Duration: 3 * time.Second},
-			},
-		},
-	}
-}
-
-func (r *rollout) create(twd *v1alpha1.TemporalWorkerDeployment) {
-	r.Helper()
-	if err := r.Env.Kube.Create(context.Background(), twd); err != nil {
-		r.Fatalf("create TemporalWorkerDeployment: %v", err)
-	}
-}
-
-// update changes the TWD's spec, retrying on conflicts with the controller.
-func (r *rollout) update(mutate func(*v1alpha1.TemporalWorkerDeployment)) {
-	r.Helper()
-	for i := 0; ; i++ {
-		twd := r.get()
-		mutate(twd)
-		err := r.Env.Kube.Update(context.Background(), twd)
-		if err == nil {
-			return
-		}
-		if i > 10 {
-			r.Fatalf("update TemporalWorkerDeployment: %v", err)
-		}
-	}
-}
-
-func (r *rollout) setImage(tag string) {
-	r.Helper()
-	r.update(func(t *v1alpha1.TemporalWorkerDeployment) {
-		t.Spec.Template.Spec.Containers[0].Image = "rainbow.local/demo-worker:" + tag
-	})
-}
-
-func (r *rollout) get() *v1alpha1.TemporalWorkerDeployment {
-	r.Helper()
-	var twd v1alpha1.TemporalWorkerDeployment
-	if err := r.Env.Kube.Get(context.Background(), crclient.ObjectKey{Namespace: r.Namespace, Name: r.Name}, &twd); err != nil {
-		r.Fatalf("get TemporalWorkerDeployment: %v", err)
-	}
-	return &twd
-}
-
-// buildID is the build ID the controller derives for the TWD's template.
-func (r *rollout) buildID() string {
-	r.Helper()
-	return buildid.Of(&r.get().Spec)
-}
-
-func (r *rollout) deploymentName() string {
-	return (&v1alpha1.TemporalWorkerDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Name}}).WorkerDeploymentName()
+	return &rollout{tt.NewRollout(name)}
 }
 
 // describe summarises status for failure messages.
@@ -130,7 +40,7 @@ func (r *rollout) waitFor(timeout time.Duration, expected string, check func(*v1
 	r.Helper()
 	var last *v1alpha1.TemporalWorkerDeployment
 	r.Eventually(timeout, expected, func() (bool, string) {
-		last = r.get()
+		last = r.Get()
 		return last.Status.ObservedGeneration == last.Generation && check(last), describe(last)
 	})
 	return last
@@ -142,15 +52,6 @@ func (r *rollout) waitCondition(timeout time.Duration, typ string, status metav1
 	return r.waitFor(timeout, fmt.Sprintf("%s=%s with reason %s", typ, status, reason), func(t *v1alpha1.TemporalWorkerDeployment) bool {
 		c := meta.FindStatusCondition(t.Status.Conditions, typ)
 		return c != nil && c.Status == status && c.Reason == reason && c.ObservedGeneration == t.Generation
-	})
-}
-
-// waitCurrent waits until build is current and the rollout complete.
-func (r *rollout) waitCurrent(timeout time.Duration, build string) *v1alpha1.TemporalWorkerDeployment {
-	r.Helper()
-	return r.waitFor(timeout, "version "+build+" current and Ready=True", func(t *v1alpha1.TemporalWorkerDeployment) bool {
-		c := meta.FindStatusCondition(t.Status.Conditions, v1alpha1.ConditionReady)
-		return c != nil && c.Status == metav1.ConditionTrue && t.Status.CurrentVersion != nil && t.Status.CurrentVersion.BuildID == build
 	})
 }
 
@@ -176,22 +77,18 @@ func deploymentState(d *appsv1.Deployment) string {
 	return fmt.Sprintf("Deployment %s replicas=%d ready=%d", d.Name, ptr.Deref(d.Spec.Replicas, 1), d.Status.ReadyReplicas)
 }
 
-// routing reads the worker deployment's routing straight from Temporal.
+// routing reads the worker deployment's routing straight from Temporal,
+// waiting while Temporal throttles the read (its workflow is busy).
 func (r *rollout) routing() (current, ramping string, pct float32) {
 	r.Helper()
-	var resp *workflowservice.DescribeWorkerDeploymentResponse
 	r.Eventually(30*time.Second, "Temporal describes the worker deployment", func() (bool, string) {
 		var err error
-		resp, err = r.Env.Temporal.WorkflowService().DescribeWorkerDeployment(context.Background(), &workflowservice.DescribeWorkerDeploymentRequest{
-			Namespace: r.Env.Info.TemporalNamespace, DeploymentName: r.deploymentName(),
-		})
-		if err != nil {
-			return false, err.Error() // throttled while the deployment's workflow is busy
+		if current, ramping, pct, err = r.Routing(context.Background()); err != nil {
+			return false, err.Error()
 		}
 		return true, ""
 	})
-	rc := resp.GetWorkerDeploymentInfo().GetRoutingConfig()
-	return rc.GetCurrentDeploymentVersion().GetBuildId(), rc.GetRampingDeploymentVersion().GetBuildId(), rc.GetRampingVersionPercentage()
+	return current, ramping, pct
 }
 
 // startLong starts a long-running workflow that waits for the finish signal.
@@ -273,7 +170,7 @@ func (r *rollout) holdsWorkers(d time.Duration, build string) {
 	r.Helper()
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
 		if dep := r.deployment(build); dep == nil || dep.DeletionTimestamp != nil || ptr.Deref(dep.Spec.Replicas, 1) == 0 {
-			r.Fatalf("version %s lost its workers: %s; status: %s", build, deploymentState(dep), describe(r.get()))
+			r.Fatalf("version %s lost its workers: %s; status: %s", build, deploymentState(dep), describe(r.Get()))
 		}
 	}
 }

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/rainbow-deploy/rainbow/test/harness"
 )
 
 // TestWatchNamespacesNeedsOnlyThoseNamespaces runs the manager binary with
@@ -29,12 +29,7 @@ func TestWatchNamespacesNeedsOnlyThoseNamespaces(t *testing.T) {
 	other := env.NewTest(t)
 	ctx := context.Background()
 	const user = "scoped-controller"
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "scoped-controller", Namespace: tt.Namespace},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "rainbow-manager"},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: user}},
-	}
-	if err := env.Kube.Create(ctx, binding); err != nil {
+	if err := env.Kube.Create(ctx, harness.UserBinding(tt.Namespace, "scoped-controller", "ClusterRole", "rainbow-manager", user)); err != nil {
 		t.Fatal(err)
 	}
 	for _, ns := range []string{tt.Namespace, other.Namespace} {
@@ -95,7 +90,7 @@ func impersonatingKubeconfig(t *testing.T, user string) string {
 // SIGINT when the test ends.
 func startManagerBinary(t *testing.T, kubeconfig string, args ...string) (*syncBuffer, string, func()) {
 	t.Helper()
-	metrics := freeAddr()
+	metrics := harness.FreeAddr()
 	cmd := exec.Command(filepath.Join(env.BinDir, "manager"), append([]string{
 		"--kubeconfig=" + kubeconfig, "--identity=rainbow-scoped-test", "--webhook-port=0",
 		"--metrics-bind-address=" + metrics, "--health-probe-bind-address=0", "--zap-devel=false",

@@ -2,104 +2,26 @@ package soak
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
-	appsv1 "k8s.io/api/apps/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/utils/ptr"
 
-	"github.com/rainbow-deploy/rainbow/internal/workload"
+	"github.com/rainbow-deploy/rainbow/test/invariants"
 )
-
-// deploymentLog watches the versioned Deployments of a namespace and
-// records, with the time the watch delivered it, every scale to zero and
-// every deletion.
-type deploymentLog struct {
-	mu       sync.Mutex
-	removals []Removal
-	created  int
-	scales   int
-	// deployment maps a TWD name to its Temporal worker deployment name.
-	deployment func(twd string) string
-}
-
-func watchDeployments(ctx context.Context, namespace string, deployment func(string) string) (*deploymentLog, error) {
-	l := &deploymentLog{deployment: deployment}
-	f := informers.NewSharedInformerFactoryWithOptions(env.Clients, 0, informers.WithNamespace(namespace))
-	inf := f.Apps().V1().Deployments().Informer()
-	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			l.mu.Lock()
-			l.created++
-			l.mu.Unlock()
-		},
-		UpdateFunc: func(oldObj, newObj any) {
-			o, n := oldObj.(*appsv1.Deployment), newObj.(*appsv1.Deployment)
-			before, after := ptr.Deref(o.Spec.Replicas, 1), ptr.Deref(n.Spec.Replicas, 1)
-			if before != after {
-				l.mu.Lock()
-				l.scales++
-				l.mu.Unlock()
-				if after == 0 {
-					l.record(n, fmt.Sprintf("scaled to 0 (from %d)", before))
-				}
-			}
-			if o.DeletionTimestamp == nil && n.DeletionTimestamp != nil {
-				l.record(n, "deletion requested")
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			if d, ok := obj.(*appsv1.Deployment); ok {
-				l.record(d, "deleted")
-			}
-		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	go inf.Run(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		return nil, fmt.Errorf("the Deployment watch did not sync")
-	}
-	return l, nil
-}
-
-func (l *deploymentLog) record(d *appsv1.Deployment, what string) {
-	build := d.Labels[workload.LabelBuildID]
-	if build == "" {
-		return
-	}
-	r := Removal{Version: Version{l.deployment(d.Labels[workload.LabelWorker]), build}, At: time.Now(), What: "Deployment " + d.Name + " " + what}
-	l.mu.Lock()
-	l.removals = append(l.removals, r)
-	l.mu.Unlock()
-}
-
-func (l *deploymentLog) snapshot() (removals []Removal, created, scales int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]Removal(nil), l.removals...), l.created, l.scales
-}
 
 // routingLog reads the routing of worker deployments from Temporal every
 // interval, and each version's first activation and last deactivation.
 type routingLog struct {
 	mu    sync.Mutex
-	reads map[string][]Routing
-	spans map[Version]Need
+	reads map[string][]invariants.Routing
+	spans map[invariants.Version]invariants.Need
 	errs  int
 }
 
 func watchRouting(ctx context.Context, deployments []string, every time.Duration) *routingLog {
-	l := &routingLog{reads: map[string][]Routing{}, spans: map[Version]Need{}}
+	l := &routingLog{reads: map[string][]invariants.Routing{}, spans: map[invariants.Version]invariants.Need{}}
 	for _, d := range deployments {
 		go func() {
 			for {
@@ -143,11 +65,11 @@ func (l *routingLog) read(ctx context.Context, deployment string) bool {
 		if from == nil || to == nil || to.AsTime().Before(from.AsTime()) {
 			continue
 		}
-		v := Version{deployment, vs.GetDeploymentVersion().GetBuildId()}
-		l.spans[v] = Need{Version: v, From: from.AsTime(), To: to.AsTime(), Why: "Temporal routed it new workflows (its first activation to its last deactivation)"}
+		v := invariants.Version{Deployment: deployment, BuildID: vs.GetDeploymentVersion().GetBuildId()}
+		l.spans[v] = invariants.Need{Version: v, From: from.AsTime(), To: to.AsTime(), Why: "Temporal routed it new workflows (its first activation to its last deactivation)"}
 	}
 	rc := resp.GetWorkerDeploymentInfo().GetRoutingConfig()
-	r := Routing{
+	r := invariants.Routing{
 		At:         time.Now(),
 		Current:    rc.GetCurrentDeploymentVersion().GetBuildId(),
 		Ramping:    rc.GetRampingDeploymentVersion().GetBuildId(),
@@ -163,12 +85,12 @@ func (l *routingLog) read(ctx context.Context, deployment string) bool {
 	return true
 }
 
-func (l *routingLog) needs() []Need {
+func (l *routingLog) needs() []invariants.Need {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []Need
+	var out []invariants.Need
 	for d, reads := range l.reads {
-		out = append(out, RoutingNeeds(d, reads)...)
+		out = append(out, invariants.RoutingNeeds(d, reads)...)
 	}
 	for _, n := range l.spans {
 		out = append(out, n)

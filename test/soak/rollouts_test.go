@@ -63,32 +63,12 @@ func newWorker(namespace, name string) *worker {
 }
 
 // spec is the TWD's first spec: the demo worker with short sunset delays.
+// Its rollout is set by apply.
 func (w *worker) spec() *v1alpha1.TemporalWorkerDeployment {
-	return &v1alpha1.TemporalWorkerDeployment{
-		ObjectMeta: metav1.ObjectMeta{Name: w.name, Namespace: w.namespace},
-		Spec: v1alpha1.TemporalWorkerDeploymentSpec{
-			Replicas: ptr.To[int32](1),
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-				TerminationGracePeriodSeconds: ptr.To[int64](5),
-				Containers: []corev1.Container{{
-					Name:  "worker",
-					Image: "rainbow.local/demo-worker:s0",
-					Env: []corev1.EnvVar{
-						{Name: "DEMO_TASK_QUEUE", Value: w.taskQueue},
-						{Name: "SOAK_REVISION", Value: "0"},
-					},
-				}},
-			}},
-			WorkerOptions: v1alpha1.WorkerOptions{
-				ConnectionRef:     v1alpha1.ConnectionReference{Name: "temporal"},
-				TemporalNamespace: env.Info.TemporalNamespace,
-			},
-			Sunset: v1alpha1.SunsetSpec{
-				ScaledownDelay: &metav1.Duration{Duration: 5 * time.Second},
-				DeleteDelay:    &metav1.Duration{Duration: 10 * time.Second},
-			},
-		},
-	}
+	return env.DemoTWD(w.namespace, w.name, harness.DemoImage("s0"), w.taskQueue,
+		harness.WithEnv(corev1.EnvVar{Name: "SOAK_REVISION", Value: "0"}),
+		harness.WithSunset(5*time.Second, 10*time.Second),
+		harness.WithRollout(v1alpha1.RolloutSpec{}))
 }
 
 func (w *worker) get(ctx context.Context) (*v1alpha1.TemporalWorkerDeployment, error) {
@@ -99,18 +79,7 @@ func (w *worker) get(ctx context.Context) (*v1alpha1.TemporalWorkerDeployment, e
 
 // update applies mutate to the latest TWD, retrying on conflicts.
 func (w *worker) update(ctx context.Context, mutate func(*v1alpha1.TemporalWorkerDeployment)) error {
-	var err error
-	for range 20 {
-		var twd *v1alpha1.TemporalWorkerDeployment
-		if twd, err = w.get(ctx); err != nil {
-			continue
-		}
-		mutate(twd)
-		if err = env.Kube.Update(ctx, twd); err == nil {
-			return nil
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	_, err := env.UpdateTWD(ctx, crclient.ObjectKey{Namespace: w.namespace, Name: w.name}, mutate)
 	return err
 }
 
@@ -174,10 +143,10 @@ func (w *worker) apply(r *rand.Rand, ro *Rollout, twd *v1alpha1.TemporalWorkerDe
 		return
 	case ro.Custom:
 		// A workflow change: a new image and a new custom build ID.
-		c.Image = fmt.Sprintf("rainbow.local/demo-worker:s%d", w.n)
+		c.Image = harness.DemoImage(fmt.Sprintf("s%d", w.n))
 		spec.WorkerOptions.CustomBuildID = fmt.Sprintf("%s-wf-%d", w.name, w.n)
 	default:
-		c.Image = fmt.Sprintf("rainbow.local/demo-worker:s%d", w.n)
+		c.Image = harness.DemoImage(fmt.Sprintf("s%d", w.n))
 		spec.WorkerOptions.CustomBuildID = ""
 	}
 	ro.BuildID = buildid.Of(spec)

@@ -8,46 +8,42 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	appsv1 "k8s.io/api/apps/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
-	"github.com/rainbow-deploy/rainbow/internal/temporal"
 	"github.com/rainbow-deploy/rainbow/internal/workload"
 	"github.com/rainbow-deploy/rainbow/test/harness"
+	"github.com/rainbow-deploy/rainbow/test/invariants"
 )
 
 // Result is what a soak run writes to result-<seed>.json.
 type Result struct {
-	Seed          int64     `json:"seed"`
-	Duration      string    `json:"duration"`
-	StartedAt     time.Time `json:"startedAt"`
-	WallSeconds   float64   `json:"wallSeconds"`
-	CPUs          int       `json:"cpus"`
-	LoadAvgStart  string    `json:"loadAvgStart"`
-	LoadAvgEnd    string    `json:"loadAvgEnd"`
-	TWDs          int       `json:"twds"`
-	Passed        bool      `json:"passed"`
-	Failures      []string  `json:"failures"`
-	Workflows     Workflows `json:"workflows"`
-	Rollouts      Rollouts  `json:"rollouts"`
-	Restarts      []Restart `json:"restarts"`
-	Removals      Removals  `json:"removals"`
-	Gates         Gates     `json:"gates"`
-	Cleanup       Cleanup   `json:"cleanup"`
-	Memory        Memory    `json:"memory"`
-	RoutingReads  int       `json:"routingReads"`
-	RoutingErrors int       `json:"routingReadErrors"`
+	Seed          int64            `json:"seed"`
+	Duration      string           `json:"duration"`
+	StartedAt     time.Time        `json:"startedAt"`
+	WallSeconds   float64          `json:"wallSeconds"`
+	CPUs          int              `json:"cpus"`
+	LoadAvgStart  string           `json:"loadAvgStart"`
+	LoadAvgEnd    string           `json:"loadAvgEnd"`
+	TWDs          int              `json:"twds"`
+	Passed        bool             `json:"passed"`
+	Failures      []string         `json:"failures"`
+	Workflows     Workflows        `json:"workflows"`
+	Rollouts      Rollouts         `json:"rollouts"`
+	Restarts      []Restart        `json:"restarts"`
+	Removals      Removals         `json:"removals"`
+	Gates         invariants.Gates `json:"gates"`
+	Cleanup       Cleanup          `json:"cleanup"`
+	Memory        Memory           `json:"memory"`
+	RoutingReads  int              `json:"routingReads"`
+	RoutingErrors int              `json:"routingReadErrors"`
 }
 
 type Workflows struct {
@@ -83,16 +79,11 @@ type Rollouts struct {
 }
 
 type Removals struct {
-	DeploymentsCreated int       `json:"deploymentsCreated"`
-	ReplicaChanges     int       `json:"replicaChanges"`
-	ScaledOrDeleted    int       `json:"scaledToZeroOrDeleted"`
-	Violations         []string  `json:"violations"`
-	All                []Removal `json:"all"`
-}
-
-type Gates struct {
-	ByStatus map[string]int `json:"byStatus"`
-	Problems []string       `json:"problems,omitempty"`
+	DeploymentsCreated int                  `json:"deploymentsCreated"`
+	ReplicaChanges     int                  `json:"replicaChanges"`
+	ScaledOrDeleted    int                  `json:"scaledToZeroOrDeleted"`
+	Violations         []string             `json:"violations"`
+	All                []invariants.Removal `json:"all"`
 }
 
 type Cleanup struct {
@@ -164,11 +155,7 @@ func TestSoak(t *testing.T) {
 	tt := env.NewTest(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	conn := &v1alpha1.TemporalConnection{
-		ObjectMeta: metav1.ObjectMeta{Name: "temporal", Namespace: tt.Namespace},
-		Spec:       v1alpha1.TemporalConnectionSpec{HostPort: env.Info.TemporalAddress},
-	}
-	if err := env.Kube.Create(ctx, conn); err != nil {
+	if err := env.CreateConnection(ctx, tt.Namespace); err != nil {
 		t.Fatal(err)
 	}
 	ctl := newController(outDir)
@@ -188,7 +175,7 @@ func TestSoak(t *testing.T) {
 		deployments[workers[i].name] = workers[i].deployment
 		names = append(names, workers[i].deployment)
 	}
-	deps, err := watchDeployments(ctx, tt.Namespace, func(twd string) string { return deployments[twd] })
+	deps, err := invariants.WatchRemovals(ctx, env.Clients, tt.Namespace, func(twd string) string { return deployments[twd] }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,9 +285,10 @@ func TestSoak(t *testing.T) {
 	time.Sleep(2 * time.Second) // the watch's last events
 	cancel()
 
-	removals, created, scales := deps.snapshot()
+	deps.Stop()
+	removals, created, scales := deps.Snapshot()
 	res.Removals = Removals{DeploymentsCreated: created, ReplicaChanges: scales, ScaledOrDeleted: len(removals), All: removals}
-	res.Removals.Violations = Violations(removals, append(routing.needs(), pinnedNeeds...))
+	res.Removals.Violations = invariants.Violations(removals, append(routing.needs(), pinnedNeeds...))
 	for _, v := range res.Removals.Violations {
 		fail("a version lost its workers while needed: %s", v)
 	}
@@ -311,8 +299,10 @@ func TestSoak(t *testing.T) {
 	res.RoutingErrors = routing.errs
 	routing.mu.Unlock()
 
-	res.Gates = checkGates(names)
-	for _, p := range res.Gates.Problems {
+	gctx, gcancel := context.WithTimeout(context.Background(), time.Minute)
+	res.Gates = invariants.CheckGates(gctx, env.Temporal, env.Info.TemporalNamespace, names, true)
+	gcancel()
+	for _, p := range append(res.Gates.Problems, res.Gates.Unchecked...) {
 		fail("gate: %s", p)
 	}
 	summarizeRollouts(res)
@@ -336,11 +326,11 @@ func TestSoak(t *testing.T) {
 
 // summarizeWorkflows counts the outcomes, reports the lost and moved ones
 // and returns the spans during which pinned workflows were open.
-func summarizeWorkflows(res *Result, tr *traffic, outcomes []outcome, fail func(string, ...any)) []Need {
+func summarizeWorkflows(res *Result, tr *traffic, outcomes []outcome, fail func(string, ...any)) []invariants.Need {
 	wf := &res.Workflows
 	wf.ByType = map[string]int{}
 	wf.StartRefused = len(tr.startErrs)
-	var needs []Need
+	var needs []invariants.Need
 	for _, o := range outcomes {
 		wf.Started++
 		wf.ByType[o.Type]++
@@ -359,7 +349,7 @@ func summarizeWorkflows(res *Result, tr *traffic, outcomes []outcome, fail func(
 			wf.Problems = append(wf.Problems, fmt.Sprintf("%s (%s on %s): %s", o.ID, o.Type, o.TWD, p))
 		}
 		if len(o.Builds) > 0 {
-			needs = append(needs, Need{Version: Version{o.Deployment, o.Builds[0]}, From: o.Start, To: o.Close, Why: "pinned workflow " + o.ID + " was open on it"})
+			needs = append(needs, invariants.Need{Version: invariants.Version{Deployment: o.Deployment, BuildID: o.Builds[0]}, From: o.Start, To: o.Close, Why: "pinned workflow " + o.ID + " was open on it"})
 		}
 		wf.LongestPinnedSeconds = max(wf.LongestPinnedSeconds, o.Close.Sub(o.Start).Seconds())
 		spanned := 0
@@ -475,50 +465,6 @@ func openOn(ctx context.Context, deployment, build string) string {
 		return "open workflows unknown: " + err.Error()
 	}
 	return fmt.Sprintf("%d workflows running on it per visibility", resp.GetCount())
-}
-
-// checkGates lists the gate workflows of the soak's worker deployments: at
-// the end none may still run, and each version has at most one.
-func checkGates(deployments []string) Gates {
-	g := Gates{ByStatus: map[string]int{}}
-	seen := map[string]int{}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for _, d := range deployments {
-		prefix := strings.TrimSuffix(temporal.GateWorkflowID(d, "x"), "x")
-		var token []byte
-		for {
-			resp, err := env.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-				Namespace: env.Info.TemporalNamespace, Query: fmt.Sprintf("WorkflowId STARTS_WITH '%s'", prefix), NextPageToken: token,
-			})
-			if err != nil {
-				g.Problems = append(g.Problems, "list: "+err.Error())
-				break
-			}
-			for _, e := range resp.GetExecutions() {
-				st := e.GetStatus()
-				g.ByStatus[strings.TrimPrefix(st.String(), "WORKFLOW_EXECUTION_STATUS_")]++
-				seen[e.GetExecution().GetWorkflowId()]++
-				if st == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-					g.Problems = append(g.Problems, e.GetExecution().GetWorkflowId()+" still running at the end")
-				}
-			}
-			if token = resp.GetNextPageToken(); len(token) == 0 {
-				break
-			}
-		}
-	}
-	ids := make([]string, 0, len(seen))
-	for id := range seen {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		if seen[id] > 1 {
-			g.Problems = append(g.Problems, fmt.Sprintf("%s ran %d times", id, seen[id]))
-		}
-	}
-	return g
 }
 
 func later(a, b time.Time) time.Time {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -36,6 +38,7 @@ import (
 	"github.com/rainbow-deploy/rainbow/internal/buildid"
 	"github.com/rainbow-deploy/rainbow/internal/claim"
 	"github.com/rainbow-deploy/rainbow/internal/connection"
+	"github.com/rainbow-deploy/rainbow/internal/ownedresource"
 	"github.com/rainbow-deploy/rainbow/internal/planner"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
 	"github.com/rainbow-deploy/rainbow/internal/workload"
@@ -248,8 +251,11 @@ func newFixture(t *testing.T) *fixture {
 func (f *fixture) build() string { return buildid.Of(&f.twd.Spec) }
 
 // runningDeployment adds the target's Deployment, rolled out and available.
-func (f *fixture) runningDeployment() *appsv1.Deployment {
-	build := f.build()
+func (f *fixture) runningDeployment() *appsv1.Deployment { return f.deploymentOf(f.build()) }
+
+// deploymentOf adds a build's Deployment, made from the spec as it is now,
+// rolled out and available.
+func (f *fixture) deploymentOf(build string) *appsv1.Deployment {
 	// Made with the connection as the controller resolves it, so only a
 	// real change would make it stale.
 	scheme := runtime.NewScheme()
@@ -262,6 +268,8 @@ func (f *fixture) runningDeployment() *appsv1.Deployment {
 	d := workload.NewDeployment(f.twd, workload.Identity{TemporalNamespace: "default", DeploymentName: "shop/orders", BuildID: build},
 		conn.Workers, ptr.To[int32](1))
 	d.Annotations[workload.AnnotationNamespaceID] = "ns-id"
+	// Copies of owned resources name it as their controller.
+	d.UID = types.UID("uid-" + build)
 	d.Generation = 1
 	d.Status = appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1,
 		Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue}}}
@@ -273,19 +281,43 @@ func (f *fixture) runningDeployment() *appsv1.Deployment {
 // current or not, and its workers polling.
 func (f *fixture) registered(current bool, status enumspb.WorkerDeploymentVersionStatus) {
 	build := f.build()
-	rc := &deploymentpb.RoutingConfig{}
-	if current {
-		rc.CurrentDeploymentVersion = &deploymentpb.WorkerDeploymentVersion{DeploymentName: "shop/orders", BuildId: build}
-	}
 	f.temporal.state = &deploymentpb.WorkerDeploymentInfo{
-		Name: "shop/orders", RoutingConfig: rc, ManagerIdentity: fixtureIdentity, LastModifierIdentity: fixtureIdentity,
-		VersionSummaries: []*deploymentpb.WorkerDeploymentInfo_WorkerDeploymentVersionSummary{{
-			DeploymentVersion: &deploymentpb.WorkerDeploymentVersion{DeploymentName: "shop/orders", BuildId: build},
-			Status:            status,
-			CreateTime:        timestamppb.New(f.now.Add(-time.Hour)),
-		}},
+		Name: "shop/orders", RoutingConfig: &deploymentpb.RoutingConfig{}, ManagerIdentity: fixtureIdentity, LastModifierIdentity: fixtureIdentity,
+	}
+	f.version(build, status)
+	if current {
+		f.current(build)
 	}
 	f.temporal.polled[build] = true
+}
+
+// version lists a build in the worker deployment, registered an hour ago.
+func (f *fixture) version(build string, status enumspb.WorkerDeploymentVersionStatus) *deploymentpb.WorkerDeploymentInfo_WorkerDeploymentVersionSummary {
+	vs := &deploymentpb.WorkerDeploymentInfo_WorkerDeploymentVersionSummary{
+		DeploymentVersion: &deploymentpb.WorkerDeploymentVersion{DeploymentName: "shop/orders", BuildId: build},
+		Status:            status,
+		CreateTime:        timestamppb.New(f.now.Add(-time.Hour)),
+	}
+	f.temporal.state.VersionSummaries = append(f.temporal.state.VersionSummaries, vs)
+	return vs
+}
+
+// current routes new workflows to build.
+func (f *fixture) current(build string) {
+	f.temporal.state.RoutingConfig.CurrentDeploymentVersion = &deploymentpb.WorkerDeploymentVersion{DeploymentName: "shop/orders", BuildId: build}
+}
+
+// drained lists an older build that Temporal has reported drained for ago.
+func (f *fixture) drained(build string, ago time.Duration) {
+	f.version(build, enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_DRAINED).DrainageInfo = &deploymentpb.VersionDrainageInfo{
+		Status: enumspb.VERSION_DRAINAGE_STATUS_DRAINED, LastChangedTime: timestamppb.New(f.now.Add(-ago))}
+}
+
+// scaledDown makes d a Deployment the controller scaled to zero ago.
+func (f *fixture) scaledDown(d *appsv1.Deployment, ago time.Duration) {
+	d.Spec.Replicas = ptr.To[int32](0)
+	d.Annotations[workload.AnnotationScaledDownAt] = f.now.Add(-ago).Format(time.RFC3339)
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: 1}
 }
 
 // reconcile runs one pass and returns the ordered writes to Kubernetes and
@@ -336,6 +368,19 @@ func (f *fixture) reconcile() (kube, temporalWrites []string, res reconcile.Resu
 				}
 				return c.Delete(ctx, o, opts...)
 			},
+			Apply: func(ctx context.Context, c client.WithWatch, o runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+				// Owned resources' copies are applied unstructured; failKube
+				// does not see them.
+				u, ok := o.(interface {
+					GetKind() string
+					GetName() string
+				})
+				if !ok {
+					f.t.Fatalf("apply of an unexpected %T", o)
+				}
+				f.kube = append(f.kube, fmt.Sprintf("apply %s %s", u.GetKind(), u.GetName()))
+				return c.Apply(ctx, o, opts...)
+			},
 			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, o client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
 				if err := record("patch "+sub, o); err != nil {
 					return err
@@ -360,9 +405,51 @@ func (f *fixture) reconcile() (kube, temporalWrites []string, res reconcile.Resu
 }
 
 func TestReconcileWrites(t *testing.T) {
+	// anotherCurrent: an older version v0 is current, its workers running;
+	// the target's workers run and poll, registered but without traffic.
+	anotherCurrent := func(f *fixture) {
+		f.runningDeployment()
+		f.registered(false, enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_INACTIVE)
+		f.deploymentOf("v0")
+		f.version("v0", enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_CURRENT)
+		f.current("v0")
+		f.temporal.polled["v0"] = true
+	}
+	progressive := func(f *fixture) {
+		f.twd.Spec.Rollout = v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyProgressive, Steps: []v1alpha1.RolloutStep{
+			{RampPercentage: 25, PauseDuration: metav1.Duration{Duration: 5 * time.Minute}},
+			{RampPercentage: 75, PauseDuration: metav1.Duration{Duration: 10 * time.Minute}},
+		}}
+		anotherCurrent(f)
+	}
+	// ramped: the target has ramped at pct for ago.
+	ramped := func(f *fixture, pct float32, ago time.Duration) {
+		f.temporal.state.VersionSummaries[0].Status = enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_RAMPING
+		rc := f.temporal.state.RoutingConfig
+		rc.RampingDeploymentVersion = &deploymentpb.WorkerDeploymentVersion{DeploymentName: "shop/orders", BuildId: f.build()}
+		rc.RampingVersionPercentage, rc.RampingVersionPercentageChangedTime = pct, timestamppb.New(f.now.Add(-ago))
+	}
+	// targetCurrent: the target is current, its workers running.
+	targetCurrent := func(f *fixture) *appsv1.Deployment {
+		d := f.runningDeployment()
+		f.registered(true, enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_CURRENT)
+		return d
+	}
+	sunset := func(f *fixture) {
+		targetCurrent(f)
+		f.twd.Spec.Sunset.ScaledownDelay = &metav1.Duration{Duration: time.Hour}
+		f.twd.Spec.Sunset.DeleteDelay = &metav1.Duration{Duration: 24 * time.Hour}
+	}
+	gate := func(f *fixture) {
+		f.twd.Spec.Rollout.Gate = &v1alpha1.GateWorkflow{WorkflowType: "SmokeTest",
+			Input: &apiextensionsv1.JSON{Raw: []byte(`{"orders":3}`)}, Timeout: &metav1.Duration{Duration: 10 * time.Minute}}
+		anotherCurrent(f)
+	}
 	cases := map[string]struct {
 		setup       func(*fixture)
 		kube, tmprl []string
+		// ready, if set, is the Ready condition's reason after the pass.
+		ready string
 	}{
 		"a new TWD: the target's Deployment is created, nothing is written to Temporal": {
 			setup: func(f *fixture) {},
@@ -409,6 +496,107 @@ func TestReconcileWrites(t *testing.T) {
 				f.temporal.busy = true
 				f.twd.Status.ObservedGeneration = 1
 			},
+		},
+		"Progressive, the target polls while another version is current: the first step's ramp": {
+			setup: progressive,
+			tmprl: []string{`SetWorkerDeploymentRampingVersion "%s" 25%`},
+			kube:  []string{"patch status TemporalWorkerDeployment orders"},
+			// Status shows the ramp once Temporal has applied it.
+			ready: v1alpha1.ReasonWaitingForTemporal,
+		},
+		"Progressive, the first step's pause not over: no write but status": {
+			setup: func(f *fixture) { progressive(f); ramped(f, 25, 4*time.Minute) },
+			kube:  []string{"patch status TemporalWorkerDeployment orders"},
+			ready: v1alpha1.ReasonRamping,
+		},
+		"Progressive, the first step's pause over: the next step's ramp": {
+			setup: func(f *fixture) { progressive(f); ramped(f, 25, 5*time.Minute) },
+			tmprl: []string{`SetWorkerDeploymentRampingVersion "%s" 75%`},
+			kube:  []string{"patch status TemporalWorkerDeployment orders"},
+			ready: v1alpha1.ReasonWaitingForTemporal,
+		},
+		"Progressive, the last step's pause over: the target becomes current": {
+			setup: func(f *fixture) { progressive(f); ramped(f, 75, 10*time.Minute) },
+			tmprl: []string{`SetWorkerDeploymentCurrentVersion "%s" token=token`},
+			kube:  []string{"patch status TemporalWorkerDeployment orders"},
+			ready: v1alpha1.ReasonWaitingForTemporal,
+		},
+		"sunset: an older version drained for less than scaledownDelay keeps its workers": {
+			setup: func(f *fixture) { sunset(f); f.deploymentOf("v0"); f.drained("v0", 59*time.Minute) },
+			kube:  []string{"patch status TemporalWorkerDeployment orders"},
+		},
+		"sunset: an older version drained for scaledownDelay is scaled to zero": {
+			setup: func(f *fixture) { sunset(f); f.deploymentOf("v0"); f.drained("v0", time.Hour) },
+			kube:  []string{"patch Deployment orders-v0", "patch status TemporalWorkerDeployment orders"},
+		},
+		"sunset: an older version scaled down deleteDelay ago loses its Deployment": {
+			setup: func(f *fixture) {
+				sunset(f)
+				f.scaledDown(f.deploymentOf("v0"), 24*time.Hour)
+				f.drained("v0", 25*time.Hour)
+			},
+			kube: []string{"delete Deployment orders-v0", "patch status TemporalWorkerDeployment orders"},
+		},
+		"sunset: an older version without Deployment or pollers is deleted from Temporal": {
+			setup: func(f *fixture) { sunset(f); f.drained("v0", 25*time.Hour) },
+			tmprl: []string{`DeleteWorkerDeploymentVersion "v0" skipDrainage=false`},
+			kube:  []string{"patch status TemporalWorkerDeployment orders"},
+		},
+		"a gate, the target polls: the gate starts pinned to it, on its workflow task queue": {
+			setup: gate,
+			// The gate's workflow ID ends with the build ID.
+			tmprl: []string{"ExecuteWorkflow SmokeTest queue=q id=" + temporal.GateWorkflowID("shop/orders", "%s") +
+				` pinned=%s input={"orders":3} timeout=10m0s`},
+			kube:  []string{"patch status TemporalWorkerDeployment orders"},
+			ready: v1alpha1.ReasonWaitingForPromotion,
+		},
+		"a gate whose inputFrom names a missing ConfigMap: no start, GateCannotStart": {
+			setup: func(f *fixture) {
+				gate(f)
+				f.twd.Spec.Rollout.Gate.Input = nil
+				f.twd.Spec.Rollout.Gate.InputFrom = &v1alpha1.GateInputSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+					LocalObjectReference: corev1.LocalObjectReference{Name: "smoke"}, Key: "input.json"}}
+			},
+			kube:  []string{"patch status TemporalWorkerDeployment orders"},
+			ready: v1alpha1.ReasonGateCannotStart,
+		},
+		"a custom build ID kept while the template changes: the target's Deployment is updated in place": {
+			setup: func(f *fixture) {
+				f.twd.Spec.WorkerOptions.CustomBuildID = "v1-custom"
+				targetCurrent(f)
+				f.twd.Spec.Template.Spec.Containers[0].Image = "orders:v2"
+			},
+			kube:  []string{"patch Deployment orders-v1-custom", "patch status TemporalWorkerDeployment orders"},
+			ready: v1alpha1.ReasonWaitingForPollers,
+		},
+		"the connection's address changed, same server: the Deployment gets the new address": {
+			setup: func(f *fixture) {
+				targetCurrent(f)
+				f.objects[0].(*v1alpha1.TemporalConnection).Spec.HostPort = "temporal.shop.svc:7233"
+			},
+			kube: []string{"patch Deployment orders-v1-%s", "patch status TemporalWorkerDeployment orders"},
+			// Its pods roll from this pass on: not Ready now, or Ready
+			// would turn False in the next pass.
+			ready: v1alpha1.ReasonWaitingForPollers,
+		},
+		"a Deployment's injected connection is stale (its template replaced without it): it is patched back": {
+			setup: func(f *fixture) {
+				tpl := &targetCurrent(f).Spec.Template
+				tpl.Spec.Containers[0].Env = slices.DeleteFunc(tpl.Spec.Containers[0].Env, func(e corev1.EnvVar) bool { return e.Name == "TEMPORAL_ADDRESS" })
+				delete(tpl.Annotations, workload.AnnotationConnectionHash)
+			},
+			kube:  []string{"patch Deployment orders-v1-%s", "patch status TemporalWorkerDeployment orders"},
+			ready: v1alpha1.ReasonWaitingForPollers,
+		},
+		"an owned resource: adopted, its copy for the target applied, its status written": {
+			setup: func(f *fixture) {
+				f.mapper = guardMapper()
+				targetCurrent(f)
+				f.objects = append(f.objects, guardTWOR(f.t, "settings", map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+					"data": map[string]any{"level": "info"}}))
+			},
+			kube: []string{"patch TemporalWorkerOwnedResource settings", "apply ConfigMap %copy",
+				"patch status TemporalWorkerOwnedResource settings", "patch status TemporalWorkerDeployment orders"},
 		},
 		"deleting: new workflows move to unversioned workers first, workers stay": {
 			setup: func(f *fixture) {
@@ -470,36 +658,34 @@ func TestReconcileWrites(t *testing.T) {
 			c.setup(f)
 			build := f.build()
 			// Deployment names carry the build ID's hash part; Temporal
-			// writes the whole build ID.
-			fill := func(want []string, value string) []string {
+			// writes the whole build ID. %copy is the target's copy of the
+			// owned resource "settings".
+			fill := func(want []string, r *strings.Replacer) []string {
 				var out []string
 				for _, w := range want {
-					if countVerbs(w) == 1 {
-						w = fmt.Sprintf(w, value)
-					}
-					out = append(out, w)
+					out = append(out, r.Replace(w))
 				}
 				return out
 			}
 			kube, tmprl, _ := f.reconcile()
-			if want := fill(c.kube, buildSuffix(build)); !reflect.DeepEqual(kube, want) {
+			inKube := strings.NewReplacer("%s", buildSuffix(build), "%copy", ownedresource.Name("orders", "settings", build))
+			if want := fill(c.kube, inKube); !reflect.DeepEqual(kube, want) {
 				t.Errorf("Kubernetes writes = %q, want %q", kube, want)
 			}
-			if want := fill(c.tmprl, build); !reflect.DeepEqual(tmprl, want) {
+			if want := fill(c.tmprl, strings.NewReplacer("%s", build)); !reflect.DeepEqual(tmprl, want) {
 				t.Errorf("Temporal writes = %q, want %q", tmprl, want)
+			}
+			if c.ready != "" {
+				var got v1alpha1.TemporalWorkerDeployment
+				if err := f.client.Get(context.Background(), client.ObjectKeyFromObject(f.twd), &got); err != nil {
+					t.Fatal(err)
+				}
+				if r := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady); r == nil || r.Reason != c.ready {
+					t.Errorf("Ready = %+v, want reason %s", r, c.ready)
+				}
 			}
 		})
 	}
-}
-
-func countVerbs(s string) int {
-	n := 0
-	for i := 0; i+1 < len(s); i++ {
-		if s[i] == '%' && s[i+1] == 's' {
-			n++
-		}
-	}
-	return n
 }
 
 // buildSuffix is the build ID part of the Deployment name after "orders-v1-".

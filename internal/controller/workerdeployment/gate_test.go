@@ -12,6 +12,8 @@ import (
 	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	sdkclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -47,6 +49,30 @@ func (c stubSDK) DescribeWorkflowExecution(_ context.Context, id, _ string) (*wo
 		WorkflowExtendedInfo: &workflowpb.WorkflowExecutionExtendedInfo{CancelRequested: run.cancelRequested},
 	}, nil
 }
+
+// ExecuteWorkflow records a gate's start: its type, task queue, ID, the
+// version it is pinned to, input and timeout.
+func (c stubSDK) ExecuteWorkflow(_ context.Context, o sdkclient.StartWorkflowOptions, workflow any, args ...any) (sdkclient.WorkflowRun, error) {
+	pinned := ""
+	if p, ok := o.VersioningOverride.(*sdkclient.PinnedVersioningOverride); ok {
+		pinned = p.Version.BuildID
+	}
+	input := ""
+	for _, a := range args {
+		if raw, ok := a.(converter.RawValue); ok {
+			input += string(raw.Payload().GetData())
+		}
+	}
+	c.svc.write("ExecuteWorkflow %v queue=%s id=%s pinned=%s input=%s timeout=%s", workflow, o.TaskQueue, o.ID, pinned, input, o.WorkflowExecutionTimeout)
+	return stubRun{id: o.ID}, nil
+}
+
+type stubRun struct {
+	sdkclient.WorkflowRun
+	id string
+}
+
+func (r stubRun) GetRunID() string { return "run-" + r.id }
 
 func (c stubSDK) TerminateWorkflow(_ context.Context, id, _, reason string, _ ...any) error {
 	c.svc.write("TerminateWorkflow %s", id)

@@ -52,7 +52,6 @@ func TestStoredForbiddenOwnedResources(t *testing.T) {
 	f := newFixture(t)
 	f.mapper = guardMapper()
 	dep := f.runningDeployment()
-	dep.UID = "dep-uid"
 	f.registered(true, enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_CURRENT)
 	binding := guardTWOR(t, "binding", map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
 		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},

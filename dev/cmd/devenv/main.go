@@ -20,7 +20,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/rainbow-deploy/rainbow/cmd/devenv/temporaldev"
+	"github.com/rainbow-deploy/rainbow/dev/cmd/devenv/temporaldev"
 	"github.com/rainbow-deploy/rainbow/dev/localenv"
 	"github.com/rainbow-deploy/rainbow/dev/localenv/controlplane"
 	"github.com/rainbow-deploy/rainbow/dev/localenv/nodeagent"

@@ -1,4 +1,4 @@
-module github.com/rainbow-deploy/rainbow/cmd/devenv
+module github.com/rainbow-deploy/rainbow/dev/cmd/devenv
 
 go 1.26.8
 
@@ -222,4 +222,4 @@ require (
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
-replace github.com/rainbow-deploy/rainbow => ../..
+replace github.com/rainbow-deploy/rainbow => ../../..
