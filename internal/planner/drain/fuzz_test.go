@@ -16,9 +16,10 @@ import (
 // the worker deployment), runs this pass listed and not acted on before,
 // past the deadline for the ends, within the rate limit.
 func FuzzDrain(f *testing.F) {
-	f.Add([]byte{})
-	f.Add([]byte("drain deadline and nudge"))
-	f.Add([]byte{7, 1, 2, 3, 255, 254, 0, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 1, 3, 5, 7, 9, 11, 13, 200, 100, 50, 25})
+	// v0 draining for three days, first seen then, listed with three
+	// runs, past a one-minute Terminate deadline (TestFuzzSeedActs).
+	f.Add(seedActs)
+	f.Add([]byte("pinned workflows"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := fuzzInput(data)
 		res := Plan(in)
@@ -48,6 +49,15 @@ func FuzzCrossCheck(f *testing.F) {
 			t.Error(err)
 		}
 	})
+}
+
+var seedActs = []byte{1, 1, 1, 1, 3, 1, 1, 0, 2, 0, 1, 3, 0, 1, 2, 0, 0, 1, 0, 1, 0}
+
+// TestFuzzSeedActs: the first seed is a case that acts.
+func TestFuzzSeedActs(t *testing.T) {
+	if w := Plan(fuzzInput(seedActs)).Work; len(w) != 1 || w[0].Op != OpTerminate || len(w[0].Runs) != 3 {
+		t.Fatalf("work = %+v", w)
+	}
 }
 
 // TestDrainRandom runs the invariants on many generated inputs as part of
