@@ -20,6 +20,7 @@ import (
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/internal/connection"
+	"github.com/rainbow-deploy/rainbow/internal/freshness"
 	"github.com/rainbow-deploy/rainbow/internal/planner"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
 	"github.com/rainbow-deploy/rainbow/internal/workload"
@@ -131,7 +132,7 @@ func (b *Backlogs) fresh(key types.NamespacedName, build string, now time.Time) 
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	r, ok := b.reads[key][build]
-	return r, ok && now.Sub(r.at) < b.maxAge()
+	return r, ok && freshness.BacklogStands(r.at, now, b.maxAge())
 }
 
 // keep forgets the versions of a TWD that no longer run; none at all when

@@ -348,7 +348,7 @@ func (f *fixture) reconcile() (kube, temporalWrites []string, res reconcile.Resu
 	})
 	defer pool.Close()
 	f.client = c
-	r := &Reconciler{Client: c, Pool: pool, Clock: clocktesting.NewFakePassiveClock(f.now), drainage: drainageCache{twds: f.drainage}}
+	r := &Reconciler{Client: c, Pool: pool, Clock: clocktesting.NewFakePassiveClock(f.now), drainage: drainageDescribes{twds: f.drainage}}
 	if f.backlogs {
 		r.Backlogs = NewBacklogs(c, pool, r.Clock, 0)
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/internal/claim"
 	"github.com/rainbow-deploy/rainbow/internal/connection"
+	"github.com/rainbow-deploy/rainbow/internal/freshness"
 	"github.com/rainbow-deploy/rainbow/internal/planner"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
 )
@@ -66,18 +67,21 @@ type Reconciler struct {
 	// slow Temporal call for one never delays another's rollout step.
 	Workers int
 
-	idle      idleCache
+	// settled and lists spare describes of settled TWDs.
+	settled   settledDescribes
+	lists     listReads
 	throttled throttles
 	// unreadable: since when reads of each TWD's worker deployment have
 	// failed other than by throttling (the planner's outage bound).
 	unreadable throttles
 	// unanswered: since when Temporal has not answered each TWD's writes.
 	unanswered throttles
-	// recent and currentQueues spare Temporal reads during a rollout.
-	recent        recentCache
-	currentQueues queueCache
-	polled        polledCache
-	drainage      drainageCache
+	// rollout, currentQueues, pollers and drainage spare Temporal reads
+	// during a rollout.
+	rollout       rolloutDescribes
+	currentQueues currentQueueDescribes
+	pollers       pollerDescribes
+	drainage      drainageDescribes
 	// watch wakes TWDs waiting on a person's routing change.
 	watch *personWatch
 	// Backlogs reads the versions' backlogs; nil reads none, and the
@@ -104,7 +108,7 @@ type Reconciler struct {
 // indexes of connection.RegisterIndexes and claim.RegisterIndex must be
 // registered first.
 func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
-	r.watch = newPersonWatch(&r.idle)
+	r.watch = newPersonWatch(&r.lists, &r.settled)
 	if err := mgr.Add(r.watch); err != nil {
 		return err
 	}
@@ -204,10 +208,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.Get(ctx, req.NamespacedName, &twd); err != nil {
 		if apierrors.IsNotFound(err) {
 			forgetMetrics(req.Namespace, req.Name)
-			r.idle.forget(req.NamespacedName)
-			r.recent.forget(req.NamespacedName)
+			r.settled.forget(req.NamespacedName)
+			r.rollout.forget(req.NamespacedName)
 			r.currentQueues.forget(req.NamespacedName)
-			r.polled.forget(req.NamespacedName)
+			r.pollers.forget(req.NamespacedName)
 			r.drainage.forget(req.NamespacedName)
 			r.throttled.clear(req.NamespacedName)
 			r.unreadable.clear(req.NamespacedName)
@@ -285,11 +289,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	switch {
 	case deleting || len(out.failed) > 0 || out.retrySoon:
-		r.idle.forget(keyOf(&twd))
+		r.settled.forget(keyOf(&twd))
 	case !o.reused:
-		r.idle.remember(ctx, o, o.connKey, res, now)
-	case !idle(res):
-		r.idle.forget(keyOf(&twd))
+		r.rememberSettled(ctx, o, res, now)
+	case !freshness.Settles(res):
+		r.settled.forget(keyOf(&twd))
 	}
 	r.watchRouting(o, res)
 
@@ -331,7 +335,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			requeue = min(requeue, retryDeleting)
 		}
 	}
-	r.recent.remember(o, res, out, requeue, now)
+	rememberRecent(&r.rollout, o, res, out, requeue, now)
 	before := twd.Status.Conditions
 	status := newStatus(twd.Status, twd.Generation, shown, out, taskQueues(o), now)
 	if err := r.writeStatus(ctx, &twd, status); err != nil {
@@ -351,14 +355,14 @@ func (r *Reconciler) watchRouting(o *observation, res planner.Result) {
 		return
 	}
 	key := keyOf(o.twd)
-	e, ok := r.idle.entry(key)
+	e, ok := r.settled.lookup(key)
 	if res.WaitsFor != planner.WaitRouting || !ok || o.api == nil {
 		r.watch.forget(key)
 		return
 	}
 	t := e.state
 	described := temporal.DeploymentSummary{CurrentBuildID: t.CurrentBuildID, RampingBuildID: t.RampingBuildID, RampPercentage: t.RampPercentage}
-	r.watch.wait(key, o.connKey, o.api.ListDeployments, o.deploymentName, e.summary, e.hasSummary, described)
+	r.watch.wait(key, o.connKey, o.api.ListDeployments, o.deploymentName, e.Summary, e.HasSummary, described)
 }
 
 // sinceStart turns a delay the plan counted from the start of the pass

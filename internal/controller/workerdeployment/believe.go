@@ -1,0 +1,56 @@
+package workerdeployment
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/rainbow-deploy/rainbow/internal/freshness"
+	"github.com/rainbow-deploy/rainbow/internal/temporal"
+)
+
+// believe asks freshness.Decide where this pass takes Temporal's state
+// from, giving it what the stores remember and the lists it asks for. The
+// error is a list's that Temporal throttled (freshness.Wait).
+func (r *Reconciler) believe(ctx context.Context, o *observation, fetch listFunc, now time.Time) (freshness.Decision, error) {
+	key := keyOf(o.twd)
+	p := freshness.Pass{
+		Owner:               ownerOf(o),
+		Input:               o.input,
+		GateRunning:         gateOpen(o.twd.Status.Gate),
+		TargetAvailable:     targetAvailable(o),
+		OnlyTarget:          len(o.deployments) == 0 || (len(o.deployments) == 1 && o.deployments[o.targetBuildID] != nil),
+		StatusShowsVersions: statusShowsVersions(o.twd.Status),
+	}
+	var m freshness.Remembered
+	if e, ok := r.settled.lookup(key); ok {
+		m.Settled = &e.SettledState
+	}
+	if e, ok := r.rollout.lookup(key); ok {
+		m.Recent = &e.RecentState
+	}
+	var listErr error
+	for {
+		d := freshness.Decide(m, p, now)
+		switch d.Use {
+		case freshness.ListForSettled:
+			summaries, err := r.lists.list(ctx, fetch, o.connKey, now, freshness.ListMaxAge)
+			m.SettledList = listing(summaries, o.deploymentName, err)
+		case freshness.ListForAbsence:
+			summaries, err := r.lists.listSoon(ctx, fetch, o.connKey, now, freshness.AbsentListMaxAge, freshness.AbsentListStaleAge)
+			m.AbsenceList, listErr = listing(summaries, o.deploymentName, err), err
+		case freshness.Wait:
+			return d, listErr
+		default:
+			return d, nil
+		}
+	}
+}
+
+func listing(summaries map[string]temporal.DeploymentSummary, name string, err error) *freshness.Listing {
+	if err != nil {
+		return &freshness.Listing{Failed: true, Busy: errors.Is(err, temporal.ErrBusy)}
+	}
+	s, ok := summaries[name]
+	return &freshness.Listing{Summary: s, Listed: ok}
+}
