@@ -66,6 +66,15 @@ func WritesTemporal(res planner.Result) bool {
 		res.CancelGate != nil || res.TerminateGate != nil || res.DeleteWorkerDeployment || len(res.DrainWork) > 0
 }
 
+// TargetStands: a TargetOnRecent pass builds on the last describe only if
+// the target's fresh describe shows the status that describe did (or it was
+// not registered then). A target that finished draining since would be
+// taken for draining, which the planner rolls back to at once rather than
+// through the steps (found by FuzzReuseSafety).
+func TargetStands(remembered, described v1alpha1.VersionStatus) bool {
+	return remembered == "" || remembered == v1alpha1.VersionNotRegistered || remembered == described
+}
+
 // PolledRecently: a version waiting to be deleted that was seen polled
 // less than PollersRecheck ago counts as polled without a describe.
 func PolledRecently(seen, now time.Time) bool {

@@ -164,7 +164,7 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 			r.observeDrain(ctx, o)
 			return o, nil
 		}
-		o.fresh = freshness.Decision{Use: freshness.Describe, Reason: "described: the target could not be read on the last describe"}
+		o.fresh = freshness.Decision{Use: freshness.Describe, Reason: "described: the target could not be read, or changed, since the last describe"}
 	}
 	if err := r.observeTemporal(ctx, o); err != nil {
 		readFailed(o, conn, err)
@@ -249,8 +249,8 @@ func (r *Reconciler) observeTemporal(ctx context.Context, o *observation) error 
 // with a fresh describe of the target: its registration, task queues and
 // pollers, all the routing rules read that can have changed without
 // changing the conflict token. It reports false, leaving o as it was, if
-// the target cannot be read (not registered, or any error): the caller
-// then observes in full.
+// the target cannot be read (not registered, or any error) or its status
+// changed since (freshness.TargetStands): the caller then observes in full.
 func (r *Reconciler) observeTargetOn(ctx context.Context, o *observation, state *planner.TemporalState, token []byte) bool {
 	if m := state.ManagerIdentity; !state.Exists || len(token) == 0 || (m != "" && m != o.input.Identity) {
 		return false // without a token a write would not be checked
@@ -268,9 +268,11 @@ func (r *Reconciler) observeTargetOn(ctx context.Context, o *observation, state 
 		return false
 	}
 	d := o.details[o.targetBuildID]
-	if v.Status == "" || v.Status == v1alpha1.VersionNotRegistered {
-		v.Status = d.Status
+	if !freshness.TargetStands(v.Status, d.Status) {
+		o.input.Temporal, o.details = prev, prevDetails
+		return false
 	}
+	v.Status = d.Status
 	if v.RegisteredAt.IsZero() {
 		v.RegisteredAt = d.CreatedAt
 	}
