@@ -103,12 +103,12 @@ func (c OwnedCopy) sameObject(o OwnedCopy) bool {
 	return c.APIVersion == o.APIVersion && c.Kind == o.Kind && c.Name == o.Name
 }
 
-// runningDeployments are the versions that get copies: every Deployment
-// but those the controller scaled to zero at sunset, by build ID.
+// runningDeployments are the versions that get copies: every created
+// Deployment that is Running, by build ID.
 func (v *view) runningDeployments() []Deployment {
 	var out []Deployment
 	for _, b := range v.builds {
-		if d, ok := v.deps[b]; ok && d.UID != "" && !(d.Replicas == 0 && d.ScaledDownAt != nil) {
+		if d, ok := v.deps[b]; ok && d.UID != "" && Running(d) {
 			out = append(out, d)
 		}
 	}

@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/backlog"
 	"github.com/rainbow-deploy/rainbow/internal/claim"
 	"github.com/rainbow-deploy/rainbow/internal/connection"
 	"github.com/rainbow-deploy/rainbow/internal/freshness"
@@ -87,7 +88,7 @@ type Reconciler struct {
 	// Backlogs reads the versions' backlogs; nil reads none, and the
 	// planner then takes a version someone else scaled to zero as having
 	// work waiting whenever Temporal may hand it work.
-	Backlogs *Backlogs
+	Backlogs *backlog.Backlogs
 	// BannedKinds are the kinds no copy of an owned resource may be, in
 	// any group; nil means ownedresource.DefaultBannedKinds. RBAC kinds are always banned.
 	BannedKinds []string
@@ -123,7 +124,7 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		if err := mgr.Add(r.Backlogs); err != nil {
 			return err
 		}
-		b = b.WatchesRawSource(source.Channel(r.Backlogs.events, &handler.EnqueueRequestForObject{}))
+		b = b.WatchesRawSource(source.Channel(r.Backlogs.Events(), &handler.EnqueueRequestForObject{}))
 	}
 	return b.
 		For(&v1alpha1.TemporalWorkerDeployment{}, builder.WithPredicates(notOnlyStatus)).
@@ -217,7 +218,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			r.unreadable.clear(req.NamespacedName)
 			r.unanswered.clear(req.NamespacedName)
 			r.watch.forget(req.NamespacedName)
-			r.Backlogs.forget(req.NamespacedName)
+			r.Backlogs.Forget(req.NamespacedName)
 			r.Pool.Forget(ownerKey(&v1alpha1.TemporalWorkerDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name}}))
 			return reconcile.Result{}, r.orphanedOwned(ctx, req.NamespacedName)
 		}
@@ -243,7 +244,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	r.crossCheckDrainage(ctx, o)
-	r.Backlogs.fillBacklogs(ctx, o)
+	r.fillBacklogs(ctx, o)
 	if o.retryBusy > 0 {
 		// Temporal answered, if only to refuse: no outage runs.
 		r.unreadable.clear(req.NamespacedName)
