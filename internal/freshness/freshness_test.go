@@ -92,3 +92,49 @@ func TestPolledAndQueues(t *testing.T) {
 		t.Error("QueuesStand: for QueuesMaxAge")
 	}
 }
+
+func TestListStands(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		failed  bool
+		age     time.Duration
+		retryIn time.Duration
+		want    bool
+	}{
+		{"young list", false, ListMaxAge - time.Second, 0, true},
+		{"old list", false, ListMaxAge, 0, false},
+		{"failure before its retry time: callers describe, nobody lists", true, time.Hour, time.Second, true},
+		{"failure due for a retry", true, 0, 0, false},
+	} {
+		if got := ListStands(t0.Add(-tc.age), tc.failed, t0.Add(tc.retryIn), t0, ListMaxAge); got != tc.want {
+			t.Errorf("%s: ListStands = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestWake(t *testing.T) {
+	at := t0.Add(-time.Hour)
+	seen := temporal.DeploymentSummary{Name: "ns/w", CurrentBuildID: "a", RoutingChangedAt: at, LatestBuildID: "b", LatestCreatedAt: at}
+	promoted := seen
+	promoted.CurrentBuildID, promoted.RoutingChangedAt = "b", t0
+	described := temporal.DeploymentSummary{CurrentBuildID: "a"}
+	for _, tc := range []struct {
+		name        string
+		w           Watch
+		s           temporal.DeploymentSummary
+		listed      bool
+		wake, adopt bool
+	}{
+		{"unchanged", Watch{Summary: seen, Seen: true}, seen, true, false, false},
+		{"still not listed", Watch{Described: described}, temporal.DeploymentSummary{}, false, false, false},
+		{"promoted by a person", Watch{Summary: seen, Seen: true}, promoted, true, true, false},
+		{"gone from the list", Watch{Summary: seen, Seen: true}, temporal.DeploymentSummary{}, false, true, false},
+		{"listed at last, as described", Watch{Described: described}, seen, true, false, true},
+		{"listed at last, changed since the describe", Watch{Described: described}, promoted, true, true, false},
+	} {
+		wake, adopt := Wake(tc.w, tc.s, tc.listed)
+		if wake != tc.wake || adopt != tc.adopt {
+			t.Errorf("%s: Wake = %v, %v; want %v, %v", tc.name, wake, adopt, tc.wake, tc.adopt)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/internal/planner"
+	"github.com/rainbow-deploy/rainbow/internal/temporal"
 )
 
 // Settles: the plan acts on nothing and waits on nothing but a person's
@@ -97,4 +98,37 @@ func OwnDrainageStands(v planner.TemporalVersion, own planner.OwnDrainage) bool 
 // BacklogStands: a backlog read at stands for maxAge.
 func BacklogStands(at, now time.Time, maxAge time.Duration) bool {
 	return now.Sub(at) < maxAge
+}
+
+// ListStands: the namespace's list read at stands for maxAge; a failed
+// list stands (as a failure: callers describe instead) until retryAt, so
+// that nobody lists again before then.
+func ListStands(at time.Time, failed bool, retryAt, now time.Time, maxAge time.Duration) bool {
+	if failed {
+		return now.Before(retryAt)
+	}
+	return now.Sub(at) < maxAge
+}
+
+// Watch is what a TWD waiting on a person's routing change saw: the list's
+// view of its worker deployment (Seen: it was listed) and the routing its
+// last describe showed.
+type Watch struct {
+	Summary   temporal.DeploymentSummary
+	Seen      bool
+	Described temporal.DeploymentSummary
+}
+
+// Wake says whether a new list (s, listed) shows the waiting TWD's routing
+// changed; adopt: nothing changed, but the lagging list now shows the
+// worker deployment as the describe did, and the TWD waits on its view.
+func Wake(w Watch, s temporal.DeploymentSummary, listed bool) (wake, adopt bool) {
+	switch {
+	case listed == w.Seen && (!listed || SameRouting(s, w.Summary)):
+		return false, false
+	case listed && !w.Seen && s.CurrentBuildID == w.Described.CurrentBuildID &&
+		s.RampingBuildID == w.Described.RampingBuildID && s.RampPercentage == w.Described.RampPercentage:
+		return false, true
+	}
+	return true, false
 }

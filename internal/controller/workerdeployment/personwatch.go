@@ -41,12 +41,7 @@ type connWaiters struct {
 
 type waiter struct {
 	deployment string
-	summary    temporal.DeploymentSummary
-	seen       bool // summary was in the list
-	// described is the routing the TWD's last describe saw, to tell a
-	// worker deployment that first shows up in the (lagging) list as it
-	// was described from one that changed.
-	described temporal.DeploymentSummary
+	freshness.Watch
 }
 
 func newPersonWatch(lists *listReads, settled *settledDescribes) *personWatch {
@@ -65,7 +60,7 @@ func (w *personWatch) wait(key types.NamespacedName, connKey string, fetch listF
 		w.conns[connKey] = c
 	}
 	c.fetch = fetch
-	c.waiters[key] = waiter{deployment: deployment, summary: summary, seen: seen, described: described}
+	c.waiters[key] = waiter{deployment: deployment, Watch: freshness.Watch{Summary: summary, Seen: seen, Described: described}}
 }
 
 // forget stops watching a TWD.
@@ -142,17 +137,16 @@ func (w *personWatch) changed(connKey string, summaries map[string]temporal.Depl
 	}
 	var out []types.NamespacedName
 	for key, wt := range c.waiters {
-		s, seen := summaries[wt.deployment]
-		switch {
-		case seen == wt.seen && (!seen || freshness.SameRouting(s, wt.summary)):
-			continue
-		case seen && !wt.seen && s.CurrentBuildID == wt.described.CurrentBuildID &&
-			s.RampingBuildID == wt.described.RampingBuildID && s.RampPercentage == wt.described.RampPercentage:
-			// Visibility caught up with what the describe saw: nothing
-			// changed, so keep waiting, now on the list's view.
-			wt.summary, wt.seen = s, true
+		s, listed := summaries[wt.deployment]
+		wake, adopt := freshness.Wake(wt.Watch, s, listed)
+		if adopt {
+			// Visibility caught up with what the describe saw: keep
+			// waiting, now on the list's view.
+			wt.Summary, wt.Seen = s, true
 			c.waiters[key] = wt
 			w.settled.adoptSummary(key, s)
+		}
+		if !wake {
 			continue
 		}
 		out = append(out, key)

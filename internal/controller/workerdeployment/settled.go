@@ -144,7 +144,7 @@ func (c *listReads) listSoon(ctx context.Context, fetch listFunc, connKey string
 	c.mu.Lock()
 	l, ok := c.lists[connKey]
 	refresh := ok && l.summaries != nil && now.Sub(l.at) < staleAge && !c.refreshing[connKey] &&
-		((l.err == nil && now.Sub(l.at) >= maxAge) || (l.err != nil && !now.Before(l.retryAt)))
+		!freshness.ListStands(l.at, l.err != nil, l.retryAt, now, maxAge)
 	if refresh {
 		if c.refreshing == nil {
 			c.refreshing = map[string]bool{}
@@ -174,14 +174,7 @@ func (c *listReads) freshList(connKey string, now time.Time, maxAge time.Duratio
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	l, ok := c.lists[connKey]
-	switch {
-	case !ok:
-		return l, false
-	case l.err != nil:
-		return l, now.Before(l.retryAt)
-	default:
-		return l, now.Sub(l.at) < maxAge
-	}
+	return l, ok && freshness.ListStands(l.at, l.err != nil, l.retryAt, now, maxAge)
 }
 
 func keyOf(twd *v1alpha1.TemporalWorkerDeployment) types.NamespacedName {
