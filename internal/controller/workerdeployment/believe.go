@@ -9,10 +9,19 @@ import (
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
 )
 
+// belief is where a pass takes Temporal's state from, with the entries
+// Decide judged.
+type belief struct {
+	freshness.Decision
+	settled settledEntry
+	rollout rolloutEntry
+	// listErr is the list's error Temporal throttled (freshness.Wait).
+	listErr error
+}
+
 // believe asks freshness.Decide where this pass takes Temporal's state
-// from, giving it what the stores remember and the lists it asks for. The
-// error is a list's that Temporal throttled (freshness.Wait).
-func (r *Reconciler) believe(ctx context.Context, o *observation, fetch listFunc, now time.Time) (freshness.Decision, error) {
+// from, giving it what the stores remember and the lists it asks for.
+func (r *Reconciler) believe(ctx context.Context, o *observation, fetch listFunc, now time.Time) belief {
 	key := keyOf(o.twd)
 	p := freshness.Pass{
 		Owner:               ownerOf(o),
@@ -22,27 +31,29 @@ func (r *Reconciler) believe(ctx context.Context, o *observation, fetch listFunc
 		OnlyTarget:          len(o.deployments) == 0 || (len(o.deployments) == 1 && o.deployments[o.targetBuildID] != nil),
 		StatusShowsVersions: statusShowsVersions(o.twd.Status),
 	}
+	var b belief
 	var m freshness.Remembered
 	if e, ok := r.settled.lookup(key); ok {
-		m.Settled = &e.SettledState
+		b.settled, m.Settled = e, &e.SettledState
 	}
 	if e, ok := r.rollout.lookup(key); ok {
-		m.Recent = &e.RecentState
+		b.rollout, m.Recent = e, &e.RecentState
 	}
 	var listErr error
 	for {
-		d := freshness.Decide(m, p, now)
-		switch d.Use {
+		b.Decision = freshness.Decide(m, p, now)
+		switch b.Use {
 		case freshness.ListForSettled:
 			summaries, err := r.lists.list(ctx, fetch, o.connKey, now, freshness.ListMaxAge)
 			m.SettledList = listing(summaries, o.deploymentName, err)
 		case freshness.ListForAbsence:
 			summaries, err := r.lists.listSoon(ctx, fetch, o.connKey, now, freshness.AbsentListMaxAge, freshness.AbsentListStaleAge)
 			m.AbsenceList, listErr = listing(summaries, o.deploymentName, err), err
-		case freshness.Wait:
-			return d, listErr
 		default:
-			return d, nil
+			if b.Use == freshness.Wait {
+				b.listErr = listErr
+			}
+			return b
 		}
 	}
 }

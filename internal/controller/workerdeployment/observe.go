@@ -132,11 +132,11 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 	o.api = temporal.NewAPI(c, conn.Params.Namespace, r.Pool.Identity())
 	o.connKey = conn.Params.Key()
 	o.input.Server.NamespaceID = r.Pool.NamespaceID(ownerKey(twd))
-	d, listErr := r.believe(ctx, o, o.api.ListDeployments, now)
-	o.fresh = d
-	switch d.Use {
+	b := r.believe(ctx, o, o.api.ListDeployments, now)
+	o.fresh = b.Decision
+	switch b.Use {
 	case freshness.Settled:
-		e, _ := r.settled.lookup(keyOf(twd))
+		e := b.settled
 		o.input.Temporal, o.token, o.reused = copyState(e.state), e.token, true
 		if twd.Spec.Rollout.Gate != nil {
 			// Remembered only while the target is current or waits
@@ -148,17 +148,17 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 		}
 		return o, nil
 	case freshness.Recent:
-		e, _ := r.rollout.lookup(keyOf(twd))
+		e := b.rollout
 		o.input.Temporal, o.token, o.reused = copyState(e.State), e.token, true
 		return o, nil
 	case freshness.Unlisted:
 		o.input.Temporal, o.reused, o.listed = &planner.TemporalState{}, true, true
 		return o, nil
 	case freshness.Wait:
-		readFailed(o, conn, listErr)
+		readFailed(o, conn, b.listErr)
 		return o, nil
 	case freshness.TargetOnRecent:
-		e, _ := r.rollout.lookup(keyOf(twd))
+		e := b.rollout
 		if r.observeTargetOn(ctx, o, copyState(e.State), e.token) {
 			o.describedAt = e.DescribedAt
 			r.observeDrain(ctx, o)

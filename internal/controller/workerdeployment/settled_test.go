@@ -187,6 +187,6 @@ func TestNotYetInTemporalFromTheList(t *testing.T) {
 // notYetInTemporal: the pass takes the worker deployment for absent from
 // the list (freshness.Unlisted); a throttled list is the error.
 func notYetInTemporal(r *Reconciler, ctx context.Context, o *observation, fetch listFunc, now time.Time) (bool, error) {
-	d, err := r.believe(ctx, o, fetch, now)
-	return d.Use == freshness.Unlisted, err
+	b := r.believe(ctx, o, fetch, now)
+	return b.Use == freshness.Unlisted, b.listErr
 }
