@@ -12,7 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
+	"github.com/rainbow-deploy/rainbow/internal/backlog"
 	"github.com/rainbow-deploy/rainbow/internal/externalmetrics"
 	"github.com/rainbow-deploy/rainbow/internal/manager"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
@@ -39,7 +39,7 @@ func main() {
 		}
 		return nil
 	})
-	flag.DurationVar(&opts.BacklogInterval, "backlog-interval", workerdeployment.DefaultBacklogInterval,
+	flag.DurationVar(&opts.BacklogInterval, "backlog-interval", backlog.DefaultInterval,
 		"how often the leader reads the task queue backlog of the running versions of autoscaled TemporalWorkerDeployments (or all, --backlog-all) from Temporal, and how long a read is reused; 0 reads only on demand")
 	flag.BoolVar(&opts.BacklogAll, "backlog-all", false,
 		"read the backlog of every TemporalWorkerDeployment's running versions in the background (Prometheus gauges for all), not only of those whose replicas an autoscaler owns")

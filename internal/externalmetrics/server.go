@@ -36,7 +36,7 @@ import (
 	external "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
+	"github.com/rainbow-deploy/rainbow/internal/backlog"
 )
 
 const (
@@ -62,9 +62,9 @@ const (
 var metricNames = []string{MetricBacklogCount, MetricBacklogAge}
 
 // Source gives the backlog samples of the running versions in a namespace
-// (workerdeployment.Backlogs).
+// (backlog.Backlogs).
 type Source interface {
-	Values(ctx context.Context, namespace string, selector labels.Selector) ([]workerdeployment.Sample, int, error)
+	Values(ctx context.Context, namespace string, selector labels.Selector) ([]backlog.Sample, int, error)
 }
 
 // Server is the external metrics API's HTTP handler.
@@ -138,7 +138,7 @@ func (s *Server) metric(w http.ResponseWriter, r *http.Request) {
 
 // aggregate makes the metric's one value: the sum of the counts, or the
 // oldest age; timed by the oldest read.
-func aggregate(name string, sel labels.Selector, samples []workerdeployment.Sample) external.ExternalMetricValue {
+func aggregate(name string, sel labels.Selector, samples []backlog.Sample) external.ExternalMetricValue {
 	v := external.ExternalMetricValue{MetricName: name, MetricLabels: selectedLabels(sel)}
 	var count int64
 	var age time.Duration

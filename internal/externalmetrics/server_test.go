@@ -29,18 +29,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
+	"github.com/rainbow-deploy/rainbow/internal/backlog"
 )
 
 type fakeSource struct {
-	samples  []workerdeployment.Sample
+	samples  []backlog.Sample
 	versions int
 	got      string
 }
 
-func (f *fakeSource) Values(_ context.Context, ns string, sel labels.Selector) ([]workerdeployment.Sample, int, error) {
+func (f *fakeSource) Values(_ context.Context, ns string, sel labels.Selector) ([]backlog.Sample, int, error) {
 	f.got = ns + " " + sel.String()
-	var out []workerdeployment.Sample
+	var out []backlog.Sample
 	for _, s := range f.samples {
 		if sel.Matches(labels.Set(s.Labels)) {
 			out = append(out, s)
@@ -58,9 +58,9 @@ func get(t *testing.T, h http.Handler, path string, query url.Values) (int, []by
 
 func TestMetrics(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	src := &fakeSource{versions: 1, samples: []workerdeployment.Sample{
-		{Labels: map[string]string{workerdeployment.SampleLabelBuildID: "v1", workerdeployment.SampleLabelTaskQueueType: "Workflow"}, Count: 2, Age: 1500 * time.Millisecond, At: t0},
-		{Labels: map[string]string{workerdeployment.SampleLabelBuildID: "v1", workerdeployment.SampleLabelTaskQueueType: "Activity"}, Count: 5, Age: 700 * time.Millisecond, At: t0.Add(-time.Second)},
+	src := &fakeSource{versions: 1, samples: []backlog.Sample{
+		{Labels: map[string]string{backlog.SampleLabelBuildID: "v1", backlog.SampleLabelTaskQueueType: "Workflow"}, Count: 2, Age: 1500 * time.Millisecond, At: t0},
+		{Labels: map[string]string{backlog.SampleLabelBuildID: "v1", backlog.SampleLabelTaskQueueType: "Activity"}, Count: 5, Age: 700 * time.Millisecond, At: t0.Add(-time.Second)},
 	}}
 	s := NewServer(src, nil)
 	value := func(metric, selector string) external.ExternalMetricValueList {

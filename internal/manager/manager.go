@@ -34,6 +34,7 @@ import (
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/internal/admission"
+	"github.com/rainbow-deploy/rainbow/internal/backlog"
 	"github.com/rainbow-deploy/rainbow/internal/claim"
 	"github.com/rainbow-deploy/rainbow/internal/connection"
 	"github.com/rainbow-deploy/rainbow/internal/controller/temporalconnection"
@@ -98,7 +99,7 @@ type Options struct {
 	// BacklogInterval is how often the leader reads the backlog of every
 	// running version from Temporal (for the Prometheus gauges), and how
 	// long a read is reused; 0 means no reads in the background, and
-	// reads on demand reused for workerdeployment.DefaultBacklogInterval.
+	// reads on demand reused for backlog.DefaultInterval.
 	BacklogInterval time.Duration
 	// BacklogAll reads every running version in the background, not only
 	// those of TWDs whose replicas an autoscaler owns.
@@ -237,7 +238,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	recorder := fence.recorder(mgr.GetEventRecorder(eventSource))
 	leaderClient := fence.client(mgr.GetClient())
-	backlogs := workerdeployment.NewBacklogs(leaderClient, pool, clock.RealClock{}, opts.BacklogInterval)
+	backlogs := backlog.New(leaderClient, pool, clock.RealClock{}, opts.BacklogInterval, workerdeployment.Fleet{Client: leaderClient})
 	backlogs.All = opts.BacklogAll
 	if opts.ExternalMetrics {
 		srv := externalmetrics.NewServer(backlogs, &externalmetrics.FrontProxyAuth{Reader: mgr.GetAPIReader(), Reviews: mgr.GetClient()})

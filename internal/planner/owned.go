@@ -21,10 +21,7 @@ func ownedInput(in Input) owned.Input {
 		DeploymentName: in.DeploymentName, Resources: in.OwnedResources, BannedKinds: in.BannedKinds,
 	}
 	for _, d := range in.Deployments {
-		out.Deployments = append(out.Deployments, owned.Deployment{
-			BuildID: d.BuildID, Name: d.Name, UID: d.UID,
-			Running: !(d.Replicas == 0 && d.ScaledDownAt != nil), // not scaled to zero at sunset
-		})
+		out.Deployments = append(out.Deployments, owned.Deployment{BuildID: d.BuildID, Name: d.Name, UID: d.UID, Running: Running(d)})
 	}
 	return out
 }

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/rainbow-deploy/rainbow/internal/admission"
-	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
+	"github.com/rainbow-deploy/rainbow/internal/backlog"
 	"github.com/rainbow-deploy/rainbow/internal/externalmetrics"
 	"github.com/rainbow-deploy/rainbow/internal/manager"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
@@ -72,8 +72,8 @@ func TestTemplate(t *testing.T) {
 			if len(r.ofKind("ServiceMonitor"))+len(r.ofKind("Certificate"))+len(r.ofKind("Issuer")) > 0 || r.get("Service", r.namespace, r.fullname+"-metrics") == nil {
 				t.Error("want a metrics Service and no ServiceMonitor, Certificate or Issuer")
 			}
-			if args["--backlog-interval"] != workerdeployment.DefaultBacklogInterval.String() {
-				t.Errorf("--backlog-interval=%q, want the manager's default %s", args["--backlog-interval"], workerdeployment.DefaultBacklogInterval)
+			if args["--backlog-interval"] != backlog.DefaultInterval.String() {
+				t.Errorf("--backlog-interval=%q, want the manager's default %s", args["--backlog-interval"], backlog.DefaultInterval)
 			}
 			r.checkExternalMetrics(t, false)
 			r.checkOwnedResources(t, nil, nil)

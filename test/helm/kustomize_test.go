@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/rainbow-deploy/rainbow/internal/admission"
-	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
+	"github.com/rainbow-deploy/rainbow/internal/backlog"
 	"github.com/rainbow-deploy/rainbow/internal/manager"
 )
 
@@ -114,7 +114,7 @@ func comparePods(t *testing.T, chart, kust *appsv1.Deployment) {
 	sameJSON(t, "Deployment: pod annotations", chart.Spec.Template.Annotations, kust.Spec.Template.Annotations)
 	defaults := []string{"--identity=" + manager.DefaultIdentity, fmt.Sprintf("--max-versions=%d", manager.DefaultMaxVersions),
 		"--owned-resource-banned-kinds=" + strings.Join(admission.DefaultBannedKinds, ","), "--zap-log-level=info", "--zap-encoder=json",
-		"--backlog-interval=" + workerdeployment.DefaultBacklogInterval.String()}
+		"--backlog-interval=" + backlog.DefaultInterval.String()}
 	cp, kp := chart.Spec.Template.Spec.DeepCopy(), kust.Spec.Template.Spec.DeepCopy()
 	cc, kc := &cp.Containers[0], &kp.Containers[0]
 	cc.Args = slices.DeleteFunc(cc.Args, func(a string) bool { return slices.Contains(defaults, a) })

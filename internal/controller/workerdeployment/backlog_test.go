@@ -19,8 +19,10 @@ import (
 	"k8s.io/utils/ptr"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/backlog"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
 	"github.com/rainbow-deploy/rainbow/internal/workload"
 )
@@ -50,7 +52,7 @@ func TestZeroedVersionWithBacklogIsRevived(t *testing.T) {
 		if got := value(workersRevived.WithLabelValues("shop", "orders")) - before; got != float64(min(waiting, 1)) {
 			t.Errorf("backlog %d: rainbow_workers_revived_total grew by %v", waiting, got)
 		}
-		if got := value(backlogCount.WithLabelValues("shop", "orders", f.build(), "q", "Activity")); got != float64(waiting) {
+		if got := backlogSeries()["shop/orders/"+f.build()+"/q/Activity"]; got != float64(waiting) {
 			t.Errorf("backlog %d: rainbow_version_backlog_count = %v", waiting, got)
 		}
 		var twd v1alpha1.TemporalWorkerDeployment
@@ -87,7 +89,7 @@ func TestBacklogValues(t *testing.T) {
 		return stubSDK{svc: f.temporal}, nil
 	})
 	defer pool.Close()
-	b := NewBacklogs(c, pool, clocktesting.NewFakePassiveClock(f.now), 0)
+	b := backlog.New(c, pool, clocktesting.NewFakePassiveClock(f.now), 0, Fleet{Client: c})
 	ctx := context.Background()
 	sel := func(s string) labels.Selector {
 		parsed, err := labels.Parse(s)
@@ -96,15 +98,15 @@ func TestBacklogValues(t *testing.T) {
 		}
 		return parsed
 	}
-	all, _, err := b.Values(ctx, "shop", sel(SampleLabelBuildID+"="+f.build()))
+	all, _, err := b.Values(ctx, "shop", sel(backlog.SampleLabelBuildID+"="+f.build()))
 	if err != nil || len(all) != 2 {
 		t.Fatalf("Values by build ID = %+v, %v; want the version's two task queues", all, err)
 	}
-	act, _, _ := b.Values(ctx, "shop", sel(SampleLabelTaskQueueType+"=Activity,"+SampleLabelWorker+"="+workload.WorkerLabel("orders")))
-	if len(act) != 1 || act[0].Count != 5 || act[0].Labels[SampleLabelTaskQueue] != "q" || act[0].Labels[SampleLabelBuildID] != f.build() {
+	act, _, _ := b.Values(ctx, "shop", sel(backlog.SampleLabelTaskQueueType+"=Activity,"+backlog.SampleLabelWorker+"="+workload.WorkerLabel("orders")))
+	if len(act) != 1 || act[0].Count != 5 || act[0].Labels[backlog.SampleLabelTaskQueue] != "q" || act[0].Labels[backlog.SampleLabelBuildID] != f.build() {
 		t.Errorf("Values of the activity queue = %+v, want one sample of 5 tasks", act)
 	}
-	if none, n, _ := b.Values(ctx, "shop", sel(SampleLabelBuildID+"=other")); len(none) != 0 || n != 0 {
+	if none, n, _ := b.Values(ctx, "shop", sel(backlog.SampleLabelBuildID+"=other")); len(none) != 0 || n != 0 {
 		t.Errorf("Values of another build = %+v, want none", none)
 	}
 	if none, _, _ := b.Values(ctx, "elsewhere", labels.Everything()); len(none) != 0 {
@@ -114,19 +116,37 @@ func TestBacklogValues(t *testing.T) {
 		t.Errorf("%d dials, want 1", dials)
 	}
 	f.temporal.backlog[f.build()] = 9
-	if again, _, _ := b.Values(ctx, "shop", sel(SampleLabelTaskQueueType+"=Activity")); len(again) != 1 || again[0].Count != 5 {
+	if again, _, _ := b.Values(ctx, "shop", sel(backlog.SampleLabelTaskQueueType+"=Activity")); len(again) != 1 || again[0].Count != 5 {
 		t.Errorf("Values within the interval = %+v, want the read reused (5)", again)
 	}
-	if got := value(backlogCount.WithLabelValues("shop", "orders", f.build(), "q", "Activity")); got != 5 {
+	if got := backlogSeries()["shop/orders/"+f.build()+"/q/Activity"]; got != 5 {
 		t.Errorf("rainbow_version_backlog_count = %v, want 5", got)
 	}
-	b.keep(keyOf(f.twd), nil)
-	ch := make(chan prometheus.Metric, 100)
-	backlogCount.Collect(ch)
-	if n := len(ch); n != 0 {
+	b.Forget(keyOf(f.twd))
+	if n := len(backlogSeries()); n != 0 {
 		t.Errorf("%d backlog series left after the version stopped running", n)
 	}
 	_ = d
+}
+
+// backlogSeries are the rainbow_version_backlog_count series by
+// namespace/name/build_id/task_queue/task_queue_type.
+func backlogSeries() map[string]float64 {
+	out := map[string]float64{}
+	families, _ := metrics.Registry.Gather()
+	for _, mf := range families {
+		if mf.GetName() != "rainbow_version_backlog_count" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, p := range m.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			out[strings.Join([]string{l["namespace"], l["name"], l["build_id"], l["task_queue"], l["task_queue_type"]}, "/")] = m.GetGauge().GetValue()
+		}
+	}
+	return out
 }
 
 // value reads a gauge or counter.
@@ -155,12 +175,12 @@ func TestBackgroundReadsOnlyAutoscaled(t *testing.T) {
 		f.twd.Spec.Replicas = tc.replicas
 		f.runningDeployment()
 		f.registered(true, enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_CURRENT)
-		b, pool := f.newBacklogs(DefaultBacklogInterval)
+		b, pool := f.newBacklogs(backlog.DefaultInterval)
 		b.All = tc.all
-		if err := b.readAll(context.Background()); err != nil {
+		if err := b.ReadAll(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if _, read := b.fresh(keyOf(f.twd), f.build(), f.now); read != tc.read {
+		if _, read := b.Fresh(keyOf(f.twd), f.build(), f.now); read != tc.read {
 			t.Errorf("%s: read = %v, want %v", tc.name, read, tc.read)
 		}
 		pool.Close()
@@ -178,11 +198,11 @@ func TestBackgroundReadWakesZeroedVersion(t *testing.T) {
 		d.Spec.Replicas = ptr.To[int32](0)
 		f.registered(true, enumspb.WORKER_DEPLOYMENT_VERSION_STATUS_CURRENT)
 		f.temporal.backlog = map[string]int64{f.build(): waiting}
-		b, pool := f.newBacklogs(DefaultBacklogInterval)
-		if err := b.readAll(context.Background()); err != nil {
+		b, pool := f.newBacklogs(backlog.DefaultInterval)
+		if err := b.ReadAll(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if woken := len(b.events) == 1; woken != (waiting > 0) {
+		if woken := len(b.Events()) == 1; woken != (waiting > 0) {
 			t.Errorf("backlog %d: TWD woken = %v", waiting, woken)
 		}
 		pool.Close()
@@ -191,7 +211,7 @@ func TestBackgroundReadWakesZeroedVersion(t *testing.T) {
 
 // newBacklogs is a Backlogs on the fixture's objects and Temporal stub; close
 // the pool when done.
-func (f *fixture) newBacklogs(interval time.Duration) (*Backlogs, *temporal.Pool) {
+func (f *fixture) newBacklogs(interval time.Duration) (*backlog.Backlogs, *temporal.Pool) {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)
@@ -201,7 +221,7 @@ func (f *fixture) newBacklogs(interval time.Duration) (*Backlogs, *temporal.Pool
 	pool := temporal.NewPool(fixtureIdentity, nil).WithDialer(func(context.Context, sdkclient.Options) (sdkclient.Client, error) {
 		return stubSDK{svc: f.temporal}, nil
 	})
-	return NewBacklogs(c, pool, clocktesting.NewFakePassiveClock(f.now), interval), pool
+	return backlog.New(c, pool, clocktesting.NewFakePassiveClock(f.now), interval, Fleet{Client: c}), pool
 }
 
 // TestUnrefreshedGaugesExpire: without an autoscaler nothing reads a
@@ -213,24 +233,23 @@ func TestUnrefreshedGaugesExpire(t *testing.T) {
 		age  time.Duration
 		kept bool
 	}{
-		{"read an interval ago", DefaultBacklogInterval, true},
-		{"read one and a half intervals ago", 3 * DefaultBacklogInterval / 2, true},
-		{"read three intervals ago", 3 * DefaultBacklogInterval, false},
+		{"read an interval ago", backlog.DefaultInterval, true},
+		{"read one and a half intervals ago", 3 * backlog.DefaultInterval / 2, true},
+		{"read three intervals ago", 3 * backlog.DefaultInterval, false},
 	} {
 		f := newFixture(t)
 		f.twd.Spec.Replicas = ptr.To[int32](1)
 		f.runningDeployment()
-		b, pool := f.newBacklogs(DefaultBacklogInterval)
+		b, pool := f.newBacklogs(backlog.DefaultInterval)
 		key, tq := keyOf(f.twd), temporal.TaskQueue{Name: "q", Type: temporal.TaskQueueWorkflow}
-		b.record(key, f.build(), "d", temporal.VersionDetail{Backlog: []temporal.TaskQueueBacklog{{TaskQueue: tq, Count: 3}}}, f.now.Add(-tc.age))
-		if err := b.readAll(context.Background()); err != nil {
+		b.Record(key, f.build(), "d", temporal.VersionDetail{Backlog: []temporal.TaskQueueBacklog{{TaskQueue: tq, Count: 3}}}, f.now.Add(-tc.age))
+		if err := b.ReadAll(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		b.mu.Lock()
-		_, kept := b.reads[key][f.build()]
-		b.mu.Unlock()
-		// Delete reports whether the series was there.
-		if gauge := backlogCount.DeleteLabelValues(gaugeLabels(key, f.build(), tq)...); kept != tc.kept || gauge != tc.kept {
+		_, kept := b.Fresh(key, f.build(), f.now.Add(-tc.age))
+		_, gauge := backlogSeries()[key.Namespace+"/"+key.Name+"/"+f.build()+"/"+tq.Name+"/"+string(tq.Type)]
+		b.Forget(key)
+		if kept != tc.kept || gauge != tc.kept {
 			t.Errorf("%s: read kept = %v, gauge kept = %v, want %v", tc.name, kept, gauge, tc.kept)
 		}
 		pool.Close()

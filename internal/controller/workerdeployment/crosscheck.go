@@ -10,23 +10,25 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/freshness"
 	"github.com/rainbow-deploy/rainbow/internal/planner"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
 )
 
-// drainageCache remembers what versions said of their own drainage when
+// drainageDescribes holds what versions said of their own drainage when
 // the worker deployment's summary kept them draining
-// (planner.DrainageToCrossCheck). The planner takes a report only for the
-// draining episode it was made in (OwnDrainage.DrainingSince); the cache
-// drops the others so that it does not grow.
-type drainageCache struct {
+// (planner.DrainageToCrossCheck), which spares describing them again. A
+// report stands only for the draining episode it was made in
+// (freshness.OwnDrainageStands); the store drops the others so that it
+// does not grow.
+type drainageDescribes struct {
 	mu   sync.Mutex
 	twds map[types.NamespacedName]map[string]planner.OwnDrainage
 }
 
 // stamp sets OwnDrainage on the versions of s that the cache knows for
 // their current draining episode, and drops the entries of the others.
-func (c *drainageCache) stamp(key types.NamespacedName, s *planner.TemporalState) {
+func (c *drainageDescribes) stamp(key types.NamespacedName, s *planner.TemporalState) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	entries := c.twds[key]
@@ -37,7 +39,7 @@ func (c *drainageCache) stamp(key types.NamespacedName, s *planner.TemporalState
 	for i := range s.Versions {
 		v := &s.Versions[i]
 		own, ok := entries[v.BuildID]
-		if !ok || v.Status != v1alpha1.VersionDraining || v.DrainingSince == nil || !v.DrainingSince.Equal(own.DrainingSince) {
+		if !ok || !freshness.OwnDrainageStands(*v, own) {
 			continue
 		}
 		v.OwnDrainage = &own
@@ -50,7 +52,7 @@ func (c *drainageCache) stamp(key types.NamespacedName, s *planner.TemporalState
 	}
 }
 
-func (c *drainageCache) put(key types.NamespacedName, build string, own planner.OwnDrainage) {
+func (c *drainageDescribes) put(key types.NamespacedName, build string, own planner.OwnDrainage) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.twds == nil {
@@ -62,7 +64,7 @@ func (c *drainageCache) put(key types.NamespacedName, build string, own planner.
 	c.twds[key][build] = own
 }
 
-func (c *drainageCache) forget(key types.NamespacedName) {
+func (c *drainageDescribes) forget(key types.NamespacedName) {
 	c.mu.Lock()
 	delete(c.twds, key)
 	c.mu.Unlock()

@@ -26,7 +26,7 @@ func TestDrainageCacheStamp(t *testing.T) {
 		return &planner.TemporalState{Versions: []planner.TemporalVersion{{BuildID: "v1", Status: status, DrainingSince: &drainingSince}}}
 	}
 
-	var c drainageCache
+	var c drainageDescribes
 	c.put(key, "v1", own)
 	s := state(v1alpha1.VersionDraining, since)
 	c.stamp(key, s)

@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/backlog"
 	"github.com/rainbow-deploy/rainbow/internal/buildid"
 	"github.com/rainbow-deploy/rainbow/internal/claim"
 	"github.com/rainbow-deploy/rainbow/internal/connection"
@@ -393,9 +394,9 @@ func (f *fixture) reconcile() (kube, temporalWrites []string, res reconcile.Resu
 	})
 	defer pool.Close()
 	f.client = c
-	r := &Reconciler{Client: c, Pool: pool, Clock: clocktesting.NewFakePassiveClock(f.now), drainage: drainageCache{twds: f.drainage}}
+	r := &Reconciler{Client: c, Pool: pool, Clock: clocktesting.NewFakePassiveClock(f.now), drainage: drainageDescribes{twds: f.drainage}}
 	if f.backlogs {
-		r.Backlogs = NewBacklogs(c, pool, r.Clock, 0)
+		r.Backlogs = backlog.New(c, pool, r.Clock, 0, Fleet{Client: c})
 	}
 	res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(f.twd)})
 	if err != nil {

@@ -30,10 +30,14 @@ var (
 		Name: "rainbow_versions",
 		Help: "Versions of each TemporalWorkerDeployment by status.",
 	}, []string{"namespace", "name", "status"})
+	workersRevived = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rainbow_workers_revived_total",
+		Help: "Versions given one worker back after someone else (an autoscaler, a person) scaled them to zero while work waited for them.",
+	}, []string{"namespace", "name"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(rollouts, rolloutDuration, rampPercentage, versionsByStatus)
+	metrics.Registry.MustRegister(rollouts, rolloutDuration, rampPercentage, versionsByStatus, workersRevived)
 }
 
 var allStatuses = []v1alpha1.VersionStatus{
@@ -88,6 +92,7 @@ func setGauges(twd *v1alpha1.TemporalWorkerDeployment, res planner.Report) {
 // forgetMetrics drops the series of a deleted TWD.
 func forgetMetrics(namespace, name string) {
 	rampPercentage.DeleteLabelValues(namespace, name)
+	workersRevived.DeleteLabelValues(namespace, name)
 	forgetDrainMetrics(namespace, name)
 	for _, s := range allStatuses {
 		versionsByStatus.DeleteLabelValues(namespace, name, string(s))

@@ -14,6 +14,7 @@ import (
 	"github.com/rainbow-deploy/rainbow/internal/buildid"
 	"github.com/rainbow-deploy/rainbow/internal/claim"
 	"github.com/rainbow-deploy/rainbow/internal/connection"
+	"github.com/rainbow-deploy/rainbow/internal/freshness"
 	"github.com/rainbow-deploy/rainbow/internal/planner"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
 	"github.com/rainbow-deploy/rainbow/internal/workload"
@@ -38,14 +39,16 @@ type observation struct {
 	input planner.Input
 	// retryBusy: Temporal throttled a read; retry this soon, not in ten seconds.
 	retryBusy time.Duration
-	// connKey identifies the Temporal connection, for the idle cache.
+	// connKey identifies the Temporal connection, for the stores of reads.
 	connKey string
-	// reused: the Temporal state came from the idle or the recent cache,
+	// reused: the Temporal state came from the settled or the rollout store,
 	// or (listed) from the namespace's list, which did not show it.
 	reused, listed bool
 	// describedAt, when set, is when the worker deployment was described:
-	// the pass took its state from an earlier describe (recentCache).
+	// the pass took its state from an earlier describe (rolloutDescribes).
 	describedAt time.Time
+	// fresh is where the pass took Temporal's state from, and why.
+	fresh freshness.Decision
 	// owned are the TWD's TemporalWorkerOwnedResources, by name.
 	owned map[string]*v1alpha1.TemporalWorkerOwnedResource
 	// drainErrs are listings of pinned workflows that failed.
@@ -127,39 +130,39 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 	o.api = temporal.NewAPI(c, conn.Params.Namespace, r.Pool.Identity())
 	o.connKey = conn.Params.Key()
 	o.input.Server.NamespaceID = r.Pool.NamespaceID(ownerKey(twd))
-	if o.input.Deletion == nil {
-		if state, token, ok := r.idle.reuse(ctx, o, o.connKey, now); ok && !gateOpen(twd.Status.Gate) {
-			o.input.Temporal, o.token, o.reused = state, token, true
-			if twd.Spec.Rollout.Gate != nil {
-				// Remembered only while the target is current or waits
-				// for a person, so its gate is settled.
-				o.gate = twd.Status.Gate.DeepCopy()
-				if g := o.gate; g != nil && g.BuildID == o.targetBuildID {
-					o.input.Gate = &planner.GateRun{BuildID: g.BuildID, Phase: planner.GatePhase(g.Result), Message: g.Message}
-				}
+	b := r.believe(ctx, o, o.api.ListDeployments, now)
+	o.fresh = b.Decision
+	switch b.Use {
+	case freshness.Settled:
+		e := b.settled
+		o.input.Temporal, o.token, o.reused = copyState(e.state), e.token, true
+		if twd.Spec.Rollout.Gate != nil {
+			// Remembered only while the target is current or waits
+			// for a person, so its gate is settled.
+			o.gate = twd.Status.Gate.DeepCopy()
+			if g := o.gate; g != nil && g.BuildID == o.targetBuildID {
+				o.input.Gate = &planner.GateRun{BuildID: g.BuildID, Phase: planner.GatePhase(g.Result), Message: g.Message}
 			}
-			return o, nil
 		}
-		if state, token, ok := r.recent.reuse(o, now); ok {
-			o.input.Temporal, o.token, o.reused = state, token, true
-			return o, nil
-		}
-		absent, err := r.idle.notYetInTemporal(ctx, o, o.api.ListDeployments, now)
-		if absent {
-			o.input.Temporal, o.reused, o.listed = &planner.TemporalState{}, true, true
-			return o, nil
-		}
-		if err != nil {
-			// Temporal throttles the shared list: describing instead,
-			// TWD by TWD, would only add to its load.
-			readFailed(o, conn, err)
-			return o, nil
-		}
-		if state, token, at, ok := r.recent.forRouting(o, now); ok && r.observeTargetOn(ctx, o, state, token) {
-			o.describedAt = at
+		return o, nil
+	case freshness.Recent:
+		e := b.rollout
+		o.input.Temporal, o.token, o.reused = copyState(e.State), e.token, true
+		return o, nil
+	case freshness.Unlisted:
+		o.input.Temporal, o.reused, o.listed = &planner.TemporalState{}, true, true
+		return o, nil
+	case freshness.Wait:
+		readFailed(o, conn, b.listErr)
+		return o, nil
+	case freshness.TargetOnRecent:
+		e := b.rollout
+		if r.observeTargetOn(ctx, o, copyState(e.State), e.token) {
+			o.describedAt = e.DescribedAt
 			r.observeDrain(ctx, o)
 			return o, nil
 		}
+		o.fresh = freshness.Decision{Use: freshness.Describe, Reason: "described: the target could not be read, or changed, since the last describe"}
 	}
 	if err := r.observeTemporal(ctx, o); err != nil {
 		readFailed(o, conn, err)
@@ -211,7 +214,7 @@ func (r *Reconciler) observeTemporal(ctx context.Context, o *observation) error 
 				return err
 			}
 		} else {
-			if r.polled.recently(keyOf(o.twd), b, o.input.Now) {
+			if freshness.PolledRecently(r.pollers.lookup(keyOf(o.twd), b), o.input.Now) {
 				// Its workers polled moments ago; Temporal forgets them
 				// only after its poller history TTL. Left undescribed, it
 				// counts as polled.
@@ -227,7 +230,7 @@ func (r *Reconciler) observeTemporal(ctx context.Context, o *observation) error 
 				o.details[b] = d
 				v.HasPollers = d.HasPollers
 				if d.HasPollers {
-					r.polled.note(keyOf(o.twd), b, o.input.Now)
+					r.pollers.note(keyOf(o.twd), b, o.input.Now)
 				}
 			}
 		}
@@ -244,8 +247,8 @@ func (r *Reconciler) observeTemporal(ctx context.Context, o *observation) error 
 // with a fresh describe of the target: its registration, task queues and
 // pollers, all the routing rules read that can have changed without
 // changing the conflict token. It reports false, leaving o as it was, if
-// the target cannot be read (not registered, or any error): the caller
-// then observes in full.
+// the target cannot be read (not registered, or any error) or its status
+// changed since (freshness.TargetStands): the caller then observes in full.
 func (r *Reconciler) observeTargetOn(ctx context.Context, o *observation, state *planner.TemporalState, token []byte) bool {
 	if m := state.ManagerIdentity; !state.Exists || len(token) == 0 || (m != "" && m != o.input.Identity) {
 		return false // without a token a write would not be checked
@@ -263,9 +266,11 @@ func (r *Reconciler) observeTargetOn(ctx context.Context, o *observation, state 
 		return false
 	}
 	d := o.details[o.targetBuildID]
-	if v.Status == "" || v.Status == v1alpha1.VersionNotRegistered {
-		v.Status = d.Status
+	if !freshness.TargetStands(v.Status, d.Status) {
+		o.input.Temporal, o.details = prev, prevDetails
+		return false
 	}
+	v.Status = d.Status
 	if v.RegisteredAt.IsZero() {
 		v.RegisteredAt = d.CreatedAt
 	}
@@ -288,12 +293,13 @@ func (r *Reconciler) describeTarget(ctx context.Context, o *observation, v *plan
 	var current temporal.VersionDetail
 	if cur := o.input.Temporal.CurrentBuildID; cur != "" {
 		key, now := keyOf(o.twd), o.input.Now
-		var ok bool
-		if current, ok = r.currentQueues.get(key, cur, now); !ok {
+		if e, ok := r.currentQueues.lookup(key); ok && e.detail.BuildID == cur && freshness.QueuesStand(e.at, now) {
+			current = e.detail
+		} else {
 			if current, err = o.api.DescribeVersionNoPollers(ctx, o.deploymentName, cur); err != nil {
 				return err
 			}
-			r.currentQueues.put(key, current, now)
+			r.currentQueues.remember(key, queueEntry{detail: current, at: now})
 		}
 	} else {
 		o.input.Temporal.UnversionedPollers = target.UnversionedPollers

@@ -11,6 +11,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/freshness"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
 )
 
@@ -25,8 +26,9 @@ const personWatchInterval = 10 * time.Second
 // shared ListWorkerDeployments shows their routing changed, so they need
 // not poll Temporal themselves.
 type personWatch struct {
-	idle   *idleCache
-	events chan event.GenericEvent
+	lists   *listReads
+	settled *settledDescribes
+	events  chan event.GenericEvent
 
 	mu    sync.Mutex
 	conns map[string]*connWaiters
@@ -39,16 +41,11 @@ type connWaiters struct {
 
 type waiter struct {
 	deployment string
-	summary    temporal.DeploymentSummary
-	seen       bool // summary was in the list
-	// described is the routing the TWD's last describe saw, to tell a
-	// worker deployment that first shows up in the (lagging) list as it
-	// was described from one that changed.
-	described temporal.DeploymentSummary
+	freshness.Watch
 }
 
-func newPersonWatch(idle *idleCache) *personWatch {
-	return &personWatch{idle: idle, events: make(chan event.GenericEvent, 1024), conns: map[string]*connWaiters{}}
+func newPersonWatch(lists *listReads, settled *settledDescribes) *personWatch {
+	return &personWatch{lists: lists, settled: settled, events: make(chan event.GenericEvent, 1024), conns: map[string]*connWaiters{}}
 }
 
 // wait registers a TWD that waits on a routing change of its worker
@@ -63,7 +60,7 @@ func (w *personWatch) wait(key types.NamespacedName, connKey string, fetch listF
 		w.conns[connKey] = c
 	}
 	c.fetch = fetch
-	c.waiters[key] = waiter{deployment: deployment, summary: summary, seen: seen, described: described}
+	c.waiters[key] = waiter{deployment: deployment, Watch: freshness.Watch{Summary: summary, Seen: seen, Described: described}}
 }
 
 // forget stops watching a TWD.
@@ -114,10 +111,10 @@ func (w *personWatch) check(ctx context.Context, now time.Time) {
 	}
 	w.mu.Unlock()
 	for _, j := range jobs {
-		// Fresh enough to see a change within an interval; the idle cache
-		// shares it with the idle TWDs of the namespace.
+		// Fresh enough to see a change within an interval; the settled
+		// TWDs of the namespace share it.
 		listCtx, cancel := context.WithTimeout(ctx, personWatchInterval)
-		summaries, err := w.idle.list(listCtx, j.fetch, j.connKey, now, personWatchInterval)
+		summaries, err := w.lists.list(listCtx, j.fetch, j.connKey, now, personWatchInterval)
 		cancel()
 		if err != nil {
 			logf.FromContext(ctx).V(1).Info("listing worker deployments for waiting TWDs failed; they poll on their own meanwhile", "error", err.Error())
@@ -140,17 +137,16 @@ func (w *personWatch) changed(connKey string, summaries map[string]temporal.Depl
 	}
 	var out []types.NamespacedName
 	for key, wt := range c.waiters {
-		s, seen := summaries[wt.deployment]
-		switch {
-		case seen == wt.seen && (!seen || sameRouting(s, wt.summary)):
-			continue
-		case seen && !wt.seen && s.CurrentBuildID == wt.described.CurrentBuildID &&
-			s.RampingBuildID == wt.described.RampingBuildID && s.RampPercentage == wt.described.RampPercentage:
-			// Visibility caught up with what the describe saw: nothing
-			// changed, so keep waiting, now on the list's view.
-			wt.summary, wt.seen = s, true
+		s, listed := summaries[wt.deployment]
+		wake, adopt := freshness.Wake(wt.Watch, s, listed)
+		if adopt {
+			// Visibility caught up with what the describe saw: keep
+			// waiting, now on the list's view.
+			wt.Summary, wt.Seen = s, true
 			c.waiters[key] = wt
-			w.idle.adoptSummary(key, s)
+			w.settled.adoptSummary(key, s)
+		}
+		if !wake {
 			continue
 		}
 		out = append(out, key)

@@ -8,7 +8,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/rainbow-deploy/rainbow/internal/planner"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
 )
 
@@ -26,7 +25,7 @@ func TestPersonWatchWakesOnlyChangedWorkerDeployments(t *testing.T) {
 		}
 		return out, nil
 	}
-	w := newPersonWatch(&idleCache{})
+	w := newPersonWatch(&listReads{}, &settledDescribes{})
 	manual, still, late := types.NamespacedName{Namespace: "ns", Name: "manual"}, types.NamespacedName{Namespace: "ns", Name: "other"},
 		types.NamespacedName{Namespace: "ns", Name: "late"}
 	w.wait(manual, "conn", fetch, waiting.Name, waiting, true, waiting)
@@ -73,16 +72,5 @@ func TestPersonWatchWakesOnlyChangedWorkerDeployments(t *testing.T) {
 	}
 	if len(w.conns) != 0 {
 		t.Fatalf("connections still watched: %v", w.conns)
-	}
-}
-
-func TestIdleIncludesWaitingOnAPerson(t *testing.T) {
-	res := planner.Result{State: planner.StateMoving, WaitsFor: planner.WaitRouting}
-	if !idle(res) {
-		t.Fatal("a TWD that only waits for a Manual promotion is not served from the shared list")
-	}
-	res.WaitsFor = ""
-	if idle(res) {
-		t.Fatal("a moving rollout counted as idle")
 	}
 }

@@ -33,8 +33,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/backlog"
 	"github.com/rainbow-deploy/rainbow/internal/claim"
 	"github.com/rainbow-deploy/rainbow/internal/connection"
+	"github.com/rainbow-deploy/rainbow/internal/freshness"
 	"github.com/rainbow-deploy/rainbow/internal/planner"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
 )
@@ -67,24 +69,27 @@ type Reconciler struct {
 	// slow Temporal call for one never delays another's rollout step.
 	Workers int
 
-	idle      idleCache
+	// settled and lists spare describes of settled TWDs.
+	settled   settledDescribes
+	lists     listReads
 	throttled throttles
 	// unreadable: since when reads of each TWD's worker deployment have
 	// failed other than by throttling (the planner's outage bound).
 	unreadable throttles
 	// unanswered: since when Temporal has not answered each TWD's writes.
 	unanswered throttles
-	// recent and currentQueues spare Temporal reads during a rollout.
-	recent        recentCache
-	currentQueues queueCache
-	polled        polledCache
-	drainage      drainageCache
+	// rollout, currentQueues, pollers and drainage spare Temporal reads
+	// during a rollout.
+	rollout       rolloutDescribes
+	currentQueues currentQueueDescribes
+	pollers       pollerDescribes
+	drainage      drainageDescribes
 	// watch wakes TWDs waiting on a person's routing change.
 	watch *personWatch
 	// Backlogs reads the versions' backlogs; nil reads none, and the
 	// planner then takes a version someone else scaled to zero as having
 	// work waiting whenever Temporal may hand it work.
-	Backlogs *Backlogs
+	Backlogs *backlog.Backlogs
 	// BannedKinds are the kinds no copy of an owned resource may be, in
 	// any group; nil means ownedresource.DefaultBannedKinds. RBAC kinds are always banned.
 	BannedKinds []string
@@ -105,7 +110,7 @@ type Reconciler struct {
 // indexes of connection.RegisterIndexes and claim.RegisterIndex must be
 // registered first.
 func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
-	r.watch = newPersonWatch(&r.idle)
+	r.watch = newPersonWatch(&r.lists, &r.settled)
 	if err := mgr.Add(r.watch); err != nil {
 		return err
 	}
@@ -120,7 +125,7 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		if err := mgr.Add(r.Backlogs); err != nil {
 			return err
 		}
-		b = b.WatchesRawSource(source.Channel(r.Backlogs.events, &handler.EnqueueRequestForObject{}))
+		b = b.WatchesRawSource(source.Channel(r.Backlogs.Events(), &handler.EnqueueRequestForObject{}))
 	}
 	return b.
 		For(&v1alpha1.TemporalWorkerDeployment{}, builder.WithPredicates(notOnlyStatus)).
@@ -205,16 +210,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.Get(ctx, req.NamespacedName, &twd); err != nil {
 		if apierrors.IsNotFound(err) {
 			forgetMetrics(req.Namespace, req.Name)
-			r.idle.forget(req.NamespacedName)
-			r.recent.forget(req.NamespacedName)
+			r.settled.forget(req.NamespacedName)
+			r.rollout.forget(req.NamespacedName)
 			r.currentQueues.forget(req.NamespacedName)
-			r.polled.forget(req.NamespacedName)
+			r.pollers.forget(req.NamespacedName)
 			r.drainage.forget(req.NamespacedName)
 			r.throttled.clear(req.NamespacedName)
 			r.unreadable.clear(req.NamespacedName)
 			r.unanswered.clear(req.NamespacedName)
 			r.watch.forget(req.NamespacedName)
-			r.Backlogs.forget(req.NamespacedName)
+			r.Backlogs.Forget(req.NamespacedName)
 			r.Pool.Forget(ownerKey(&v1alpha1.TemporalWorkerDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name}}))
 			return reconcile.Result{}, r.orphanedOwned(ctx, req.NamespacedName)
 		}
@@ -243,7 +248,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	r.crossCheckDrainage(ctx, o)
-	r.Backlogs.fillBacklogs(ctx, o)
+	r.fillBacklogs(ctx, o)
 	if o.retryBusy > 0 {
 		// Temporal answered, if only to refuse: no outage runs.
 		r.unreadable.clear(req.NamespacedName)
@@ -289,11 +294,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	switch {
 	case deleting || len(out.failed) > 0 || out.retrySoon:
-		r.idle.forget(keyOf(&twd))
+		r.settled.forget(keyOf(&twd))
 	case !o.reused:
-		r.idle.remember(ctx, o, o.connKey, res, now)
-	case !idle(res):
-		r.idle.forget(keyOf(&twd))
+		r.rememberSettled(ctx, o, res, now)
+	case !freshness.Settles(res):
+		r.settled.forget(keyOf(&twd))
 	}
 	r.watchRouting(o, res)
 
@@ -318,7 +323,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			requeue = min(requeue, retryDeleting)
 		}
 	}
-	r.recent.remember(o, res, out, requeue, now)
+	rememberRecent(&r.rollout, o, res, out, requeue, now)
 	if err := r.writeStatus(ctx, &twd, status); err != nil {
 		return reconcile.Result{}, err
 	}
@@ -336,14 +341,14 @@ func (r *Reconciler) watchRouting(o *observation, res planner.Result) {
 		return
 	}
 	key := keyOf(o.twd)
-	e, ok := r.idle.entry(key)
+	e, ok := r.settled.lookup(key)
 	if res.WaitsFor != planner.WaitRouting || !ok || o.api == nil {
 		r.watch.forget(key)
 		return
 	}
 	t := e.state
 	described := temporal.DeploymentSummary{CurrentBuildID: t.CurrentBuildID, RampingBuildID: t.RampingBuildID, RampPercentage: t.RampPercentage}
-	r.watch.wait(key, o.connKey, o.api.ListDeployments, o.deploymentName, e.summary, e.hasSummary, described)
+	r.watch.wait(key, o.connKey, o.api.ListDeployments, o.deploymentName, e.Summary, e.HasSummary, described)
 }
 
 // sinceStart turns a delay the plan counted from the start of the pass

@@ -30,13 +30,13 @@ func TestReusedPassBringsTheLookForward(t *testing.T) {
 		{"did nothing, sooner look", planner.Result{}, 20 * time.Second, t0.Add(time.Minute - minRequeue)},
 		{"scaled, sooner look", planner.Result{Scale: []planner.Scale{{BuildID: "old"}}}, 20 * time.Second, t0.Add(time.Minute - minRequeue)},
 	} {
-		var c recentCache
+		var c rolloutDescribes
 		o := &observation{twd: twd, api: &temporal.API{}, input: planner.Input{Temporal: &planner.TemporalState{Exists: true}}}
-		c.remember(o, planner.Result{}, outcome{}, time.Minute, t0)
+		rememberRecent(&c, o, planner.Result{}, outcome{}, time.Minute, t0)
 		o.reused = true
-		c.remember(o, tc.res, outcome{}, tc.requeue, t0.Add(5*time.Second))
-		if got := c.twds[keyOf(twd)].until; !got.Equal(tc.want) {
-			t.Errorf("%s: remembered until %s, want %s", tc.name, got, tc.want)
+		rememberRecent(&c, o, tc.res, outcome{}, tc.requeue, t0.Add(5*time.Second))
+		if got, _ := c.lookup(keyOf(twd)); !got.Until.Equal(tc.want) {
+			t.Errorf("%s: remembered until %s, want %s", tc.name, got.Until, tc.want)
 		}
 	}
 }
