@@ -179,19 +179,24 @@ func (inv *Invariants) pinnedTo(ctx context.Context, r *trafficRun) (build strin
 		info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
 }
 
-// retried calls read up to five times, 200ms apart, each within 10s: the
-// checker's reads go to Temporal directly, not through a fault proxy, so
-// a read that fails five times is a real failure to check.
+// retried calls read up to eight times, backing off from 200ms, each
+// within 10s: the checker's reads go to Temporal directly, not through a
+// fault proxy, so a read that fails for about 10 s is a real failure to
+// check.
 func retried(ctx context.Context, read func(context.Context) error) error {
 	var err error
-	for i := 0; i < 5; i++ {
+	wait := 200 * time.Millisecond
+	for i := 0; i < 8; i++ {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err = read(rctx)
 		cancel()
 		if err == nil || isNotFound(err) {
 			return err
 		}
-		time.Sleep(200 * time.Millisecond)
+		// Temporal throttles reads of one worker deployment for seconds
+		// after routing changes, which is when removals happen.
+		time.Sleep(wait)
+		wait = min(2*wait, 2*time.Second)
 	}
 	return err
 }
