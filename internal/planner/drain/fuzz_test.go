@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/fuzzsrc"
 )
 
 // FuzzDrain checks on arbitrary inputs that the drain only acts on
@@ -63,70 +64,37 @@ func TestFuzzSeedActs(t *testing.T) {
 // TestDrainRandom runs the invariants on many generated inputs as part of
 // the normal test run.
 func TestDrainRandom(t *testing.T) {
-	data := make([]byte, 96)
-	x := uint32(88172645)
 	acted, believed := 0, 0
-	for n := 0; n < 20000; n++ {
-		fillRandom(data, &x)
+	fuzzsrc.EachRandom(t, 88172645, 20000, 96, func(data []byte) []error {
 		in := fuzzInput(data)
 		res := Plan(in)
-		for _, err := range drainViolations(in, res) {
-			t.Fatalf("input %x: %v", data, err)
-		}
 		if len(res.Work) > 0 {
 			acted++
 		}
 		now, ss := fuzzSummaries(data)
-		for _, err := range crossCheckViolations(now, ss) {
-			t.Fatalf("input %x: %v", data, err)
-		}
 		for _, s := range ss {
 			if _, ok := OwnDrained(s); ok {
 				believed++
 			}
 		}
-	}
+		return slices.Concat(drainViolations(in, res), crossCheckViolations(now, ss))
+	})
 	if acted < 100 || believed < 100 {
 		t.Fatalf("of 20000 inputs, %d planned work and %d believed an own report: the generator misses the interesting cases", acted, believed)
 	}
 }
 
-func fillRandom(data []byte, x *uint32) {
-	for i := range data {
-		*x ^= *x << 13
-		*x ^= *x >> 17
-		*x ^= *x << 5
-		data[i] = byte(*x)
-	}
-}
-
-// byteSource reads choices from fuzz data, then zeros.
-type byteSource struct{ b []byte }
-
-func (s *byteSource) next() byte {
-	if len(s.b) == 0 {
-		return 0
-	}
-	c := s.b[0]
-	s.b = s.b[1:]
-	return c
-}
-
-func (s *byteSource) intn(n int) int { return int(s.next()) % n }
-
-func pick[T any](s *byteSource, xs ...T) T { return xs[s.intn(len(xs))] }
-
 // offset is a time around t0: seconds to days before, a little after.
-func (s *byteSource) offset() time.Duration {
-	return pick(s, -72*time.Hour, -2*time.Hour, -time.Hour, -10*time.Minute, -5*time.Minute, -time.Minute,
+func offset(s *fuzzsrc.Source) time.Duration {
+	return fuzzsrc.Pick(s, -72*time.Hour, -2*time.Hour, -time.Hour, -10*time.Minute, -5*time.Minute, -time.Minute,
 		-10*time.Second, -5*time.Second, 0, 300*time.Millisecond, time.Minute)
 }
 
-func (s *byteSource) maybeTime() *time.Time {
-	if s.intn(3) == 0 {
+func maybeTime(s *fuzzsrc.Source) *time.Time {
+	if s.Intn(3) == 0 {
 		return nil
 	}
-	t := t0.Add(s.offset())
+	t := t0.Add(offset(s))
 	return &t
 }
 
@@ -138,51 +106,51 @@ var (
 )
 
 func fuzzInput(data []byte) Input {
-	s := &byteSource{b: data}
+	s := fuzzsrc.New(data)
 	in := Input{
-		Now: t0, Known: s.intn(5) != 0, Target: pick(s, fuzzBuilds...), OtherManager: s.intn(5) == 0,
+		Now: t0, Known: s.Intn(5) != 0, Target: fuzzsrc.Pick(s, fuzzBuilds...), OtherManager: s.Intn(5) == 0,
 		DeploymentName: "wd", Namespace: "ns", Name: "twd",
 		Spec: Spec{
-			MaxDuration: pick(s, 0, time.Minute, time.Hour, 24*time.Hour),
-			Action:      pick[v1alpha1.DrainAction](s, "", v1alpha1.DrainDryRun, v1alpha1.DrainCancel, v1alpha1.DrainTerminate, v1alpha1.DrainCancel),
-			Signal:      pick(s, "", "nudge", "nudge"),
+			MaxDuration: fuzzsrc.Pick(s, 0, time.Minute, time.Hour, 24*time.Hour),
+			Action:      fuzzsrc.Pick[v1alpha1.DrainAction](s, "", v1alpha1.DrainDryRun, v1alpha1.DrainCancel, v1alpha1.DrainTerminate, v1alpha1.DrainCancel),
+			Signal:      fuzzsrc.Pick(s, "", "nudge", "nudge"),
 		},
 	}
 	runs := func() []Run {
 		var out []Run
-		for n := s.intn(6); n > 0; n-- {
-			id := pick(s, fuzzRunIDs...)
+		for n := s.Intn(6); n > 0; n-- {
+			id := fuzzsrc.Pick(s, fuzzRunIDs...)
 			out = append(out, Run{WorkflowID: "wf-" + id, RunID: id})
 		}
 		return out
 	}
 	keys := func() []string {
 		var out []string
-		for n := s.intn(4); n > 0; n-- {
-			out = append(out, RunKey(pick(s, fuzzRunIDs...)))
+		for n := s.Intn(4); n > 0; n-- {
+			out = append(out, RunKey(fuzzsrc.Pick(s, fuzzRunIDs...)))
 		}
 		return out
 	}
 	for _, b := range fuzzBuilds {
-		if s.intn(5) != 0 {
-			in.Versions = append(in.Versions, Version{BuildID: b, Status: pick(s, fuzzStatuses...), DrainingSince: s.maybeTime()})
+		if s.Intn(5) != 0 {
+			in.Versions = append(in.Versions, Version{BuildID: b, Status: fuzzsrc.Pick(s, fuzzStatuses...), DrainingSince: maybeTime(s)})
 		}
-		if s.intn(3) != 0 {
+		if s.Intn(3) != 0 {
 			rs := runs()
-			in.Listings = append(in.Listings, Listing{BuildID: b, Count: len(rs) + pick(s, 0, 0, 1, 200), Runs: rs})
+			in.Listings = append(in.Listings, Listing{BuildID: b, Count: len(rs) + fuzzsrc.Pick(s, 0, 0, 1, 200), Runs: rs})
 		}
-		if s.intn(2) == 0 {
+		if s.Intn(2) == 0 {
 			in.Records = append(in.Records, Record{
-				BuildID: b, DrainingSince: s.maybeTime(), SeenAt: s.maybeTime(), ListedAt: s.maybeTime(),
-				LastActionAt: pick(s, nil, ptr(t0.Add(-5*time.Second)), ptr(t0.Add(-time.Minute))),
-				Overdue:      s.intn(3), Pending: s.intn(3), StoppedRuns: keys(), SignalledRuns: keys(),
+				BuildID: b, DrainingSince: maybeTime(s), SeenAt: maybeTime(s), ListedAt: maybeTime(s),
+				LastActionAt: fuzzsrc.Pick(s, nil, ptr(t0.Add(-5*time.Second)), ptr(t0.Add(-time.Minute))),
+				Overdue:      s.Intn(3), Pending: s.Intn(3), StoppedRuns: keys(), SignalledRuns: keys(),
 			})
 		}
 	}
-	if s.intn(3) == 0 {
+	if s.Intn(3) == 0 {
 		// Many runs, for the rate limit.
 		for i := range 30 {
-			in.Listings = append(in.Listings, Listing{BuildID: pick(s, fuzzBuilds...), Count: 1, Runs: []Run{{WorkflowID: "many", RunID: fmt.Sprint("m", i)}}})
+			in.Listings = append(in.Listings, Listing{BuildID: fuzzsrc.Pick(s, fuzzBuilds...), Count: 1, Runs: []Run{{WorkflowID: "many", RunID: fmt.Sprint("m", i)}}})
 		}
 	}
 	return in
@@ -322,13 +290,13 @@ func drainViolations(in Input, r Result) []error {
 }
 
 func fuzzSummaries(data []byte) (time.Time, []Summary) {
-	s := &byteSource{b: data}
+	s := fuzzsrc.New(data)
 	var out []Summary
 	for _, b := range fuzzBuilds {
-		sum := Summary{BuildID: b, Status: pick(s, fuzzStatuses...), Routed: s.intn(4) == 0, DrainingSince: s.maybeTime()}
-		if s.intn(3) != 0 {
-			o := &OwnDrainage{Drained: s.intn(3) != 0, ChangedAt: t0.Add(s.offset()), CheckedAt: t0.Add(s.offset()), DrainingSince: t0.Add(s.offset())}
-			if sum.DrainingSince != nil && s.intn(3) != 0 {
+		sum := Summary{BuildID: b, Status: fuzzsrc.Pick(s, fuzzStatuses...), Routed: s.Intn(4) == 0, DrainingSince: maybeTime(s)}
+		if s.Intn(3) != 0 {
+			o := &OwnDrainage{Drained: s.Intn(3) != 0, ChangedAt: t0.Add(offset(s)), CheckedAt: t0.Add(offset(s)), DrainingSince: t0.Add(offset(s))}
+			if sum.DrainingSince != nil && s.Intn(3) != 0 {
 				o.DrainingSince = *sum.DrainingSince
 			}
 			sum.Own = o

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/rainbow-deploy/rainbow/internal/fuzzsrc"
 	"github.com/rainbow-deploy/rainbow/internal/ownedresource"
 	"github.com/rainbow-deploy/rainbow/internal/workload"
 )
@@ -43,56 +44,30 @@ func FuzzOwned(f *testing.F) {
 // TestOwnedRandom runs the invariants on many generated inputs as part of
 // the normal test run.
 func TestOwnedRandom(t *testing.T) {
-	data := make([]byte, 128)
-	x := uint32(2463534242)
 	applied, deleted := 0, 0
-	for n := 0; n < 5000; n++ {
-		for i := range data {
-			x ^= x << 13
-			x ^= x >> 17
-			x ^= x << 5
-			data[i] = byte(x)
-		}
+	fuzzsrc.EachRandom(t, 2463534242, 5000, 128, func(data []byte) []error {
 		in := fuzzInput(data)
 		res := Plan(in)
-		for _, err := range ownedViolations(in, res) {
-			t.Fatalf("input %x: %v", data, err)
-		}
 		for _, w := range res.Work {
 			applied += len(w.Apply)
 			deleted += len(w.Delete)
 		}
-	}
+		return ownedViolations(in, res)
+	})
 	if applied < 100 || deleted < 100 {
 		t.Fatalf("%d copies applied and %d deleted: the generator misses the interesting cases", applied, deleted)
 	}
 }
 
-// source reads choices from fuzz data, then zeros.
-type source []byte
-
-func (s *source) intn(n int) int {
-	if len(*s) == 0 {
-		return 0
-	}
-	c := (*s)[0]
-	*s = (*s)[1:]
-	return int(c) % n
-}
-
-func (s *source) bool() bool { return s.intn(2) == 1 }
-
-func pick[T any](s *source, xs ...T) T { return xs[s.intn(len(xs))] }
-
 var builds = []string{"v0", "v1", "v2", "v3"}
 
 func fuzzInput(data []byte) Input {
-	s := source(data)
+	s := fuzzsrc.New(data)
 	in := Input{Now: t0, Namespace: "ns", Name: "w", TemporalNamespace: "tns", DeploymentName: "ns/w",
-		BannedKinds: pick(&s, nil, []string{"Deployment"}, []string{"ConfigMap"})}
+		BannedKinds: fuzzsrc.Pick(s, nil, []string{"Deployment"}, []string{"ConfigMap"})}
 	for _, b := range append(builds, "v1") {
-		if s.intn(4) != 0 {
-			in.Deployments = append(in.Deployments, Deployment{BuildID: b, Name: "w-" + b, UID: pick(&s, "", "uid-"+b, "uid-"+b), Running: s.intn(3) != 0})
+		if s.Intn(4) != 0 {
+			in.Deployments = append(in.Deployments, Deployment{BuildID: b, Name: "w-" + b, UID: fuzzsrc.Pick(s, "", "uid-"+b, "uid-"+b), Running: s.Intn(3) != 0})
 		}
 	}
 	objects := []map[string]any{nil,
@@ -105,19 +80,19 @@ func fuzzInput(data []byte) Input {
 	kinds := []string{"autoscaling/v2 HorizontalPodAutoscaler", "policy/v1 PodDisruptionBudget", "apps/v1 Deployment",
 		"v1 ConfigMap", "rbac.authorization.k8s.io/v1 ClusterRole"}
 	for _, name := range []string{"h", "p"} {
-		if s.intn(4) == 0 {
+		if s.Intn(4) == 0 {
 			continue
 		}
-		r := Resource{Name: name, Generation: int64(1 + s.intn(2)), Object: pick(&s, objects...),
-			Deleting: s.intn(4) == 0, Finalized: s.bool(), Adopted: s.bool(), ClusterScoped: s.intn(4) == 0}
+		r := Resource{Name: name, Generation: int64(1 + s.Intn(2)), Object: fuzzsrc.Pick(s, objects...),
+			Deleting: s.Intn(4) == 0, Finalized: s.Bool(), Adopted: s.Bool(), ClusterScoped: s.Intn(4) == 0}
 		for _, b := range append(builds, "forged") {
-			if !s.bool() {
+			if !s.Bool() {
 				continue
 			}
-			apiVersion, kind, _ := strings.Cut(pick(&s, kinds...), " ")
+			apiVersion, kind, _ := strings.Cut(fuzzsrc.Pick(s, kinds...), " ")
 			r.Copies = append(r.Copies, Copy{BuildID: b, APIVersion: apiVersion, Kind: kind,
-				Name: pick(&s, "", ownedresource.Name("w", name, b), "old"), Applied: s.bool(), Generation: int64(1 + s.intn(2)),
-				Hash: pick(&s, "", "x"), AppliedAt: pick(&s, time.Time{}, t0.Add(-time.Minute), t0.Add(-time.Hour))})
+				Name: fuzzsrc.Pick(s, "", ownedresource.Name("w", name, b), "old"), Applied: s.Bool(), Generation: int64(1 + s.Intn(2)),
+				Hash: fuzzsrc.Pick(s, "", "x"), AppliedAt: fuzzsrc.Pick(s, time.Time{}, t0.Add(-time.Minute), t0.Add(-time.Hour))})
 		}
 		in.Resources = append(in.Resources, r)
 	}
