@@ -4,10 +4,9 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
-	"time"
 
-	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/internal/fuzzsrc"
+	"github.com/rainbow-deploy/rainbow/internal/planner/drain/draintest"
 )
 
 // FuzzDrainSafety checks the drain deadline's and the continue-as-new
@@ -46,18 +45,12 @@ func TestDrainSafetyRandom(t *testing.T) {
 	}
 }
 
-var fuzzRunIDs = []string{"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "", "r0"}
-
-// fuzzDrainInput is fuzzInput with the drain's inputs added from the second
-// half of data.
+// fuzzDrainInput is fuzzInput with the drain's inputs, drawn as package
+// drain's fuzz test draws them, added from the second half of data.
 func fuzzDrainInput(data []byte) Input {
 	in := fuzzInput(data)
 	s := fuzzsrc.New(data[len(data)/2:])
-	in.Spec.Drain = DrainSpec{
-		MaxDuration: fuzzsrc.Pick(s, 0, time.Minute, time.Hour, 24*time.Hour),
-		Action:      fuzzsrc.Pick[v1alpha1.DrainAction](s, "", v1alpha1.DrainDryRun, v1alpha1.DrainCancel, v1alpha1.DrainTerminate, v1alpha1.DrainCancel),
-		Signal:      fuzzsrc.Pick(s, "", "nudge", "nudge"),
-	}
+	in.Spec.Drain = draintest.Spec(s)
 	if in.Temporal != nil {
 		for i := range in.Temporal.Versions {
 			if s.Intn(4) != 0 {
@@ -65,39 +58,11 @@ func fuzzDrainInput(data []byte) Input {
 			}
 		}
 	}
-	runs := func() []WorkflowRun {
-		var out []WorkflowRun
-		for n := s.Intn(6); n > 0; n-- {
-			id := fuzzsrc.Pick(s, fuzzRunIDs...)
-			out = append(out, WorkflowRun{WorkflowID: "wf-" + id, RunID: id})
-		}
-		return out
-	}
-	keys := func() []string {
-		var out []string
-		for n := s.Intn(4); n > 0; n-- {
-			out = append(out, RunKey(fuzzsrc.Pick(s, fuzzRunIDs...)))
-		}
-		return out
-	}
 	for _, b := range fuzzBuilds {
-		if s.Intn(3) != 0 {
-			rs := runs()
-			in.Pinned = append(in.Pinned, PinnedListing{BuildID: b, Count: len(rs) + fuzzsrc.Pick(s, 0, 0, 1, 200), Runs: rs})
-		}
-		if s.Bool() {
-			in.Drains = append(in.Drains, DrainRecord{
-				BuildID: b, DrainingSince: maybeTime(s), ListedAt: maybeTime(s), LastActionAt: fuzzsrc.Pick(s, nil, at(-5*time.Second), at(-time.Minute)),
-				Overdue: s.Intn(3), Pending: s.Intn(3), StoppedRuns: keys(), SignalledRuns: keys(),
-			})
-		}
+		ls, rs := draintest.Observed(s, t0, b)
+		in.Pinned, in.Drains = append(in.Pinned, ls...), append(in.Drains, rs...)
 	}
-	if s.Intn(3) == 0 {
-		// Many runs, for the rate limit.
-		for i := range 30 {
-			in.Pinned = append(in.Pinned, PinnedListing{BuildID: fuzzsrc.Pick(s, fuzzBuilds...), Count: 1, Runs: []WorkflowRun{{WorkflowID: "many", RunID: fmt.Sprint("m", i)}}})
-		}
-	}
+	in.Pinned = append(in.Pinned, draintest.ManyRuns(s, fuzzBuilds)...)
 	if in.ClaimedBy != nil && s.Intn(4) != 0 {
 		in.ClaimedBy = nil // few enough that most inputs still drain
 	}
