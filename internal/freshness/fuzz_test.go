@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/fuzzsrc"
 	"github.com/rainbow-deploy/rainbow/internal/planner"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
 )
@@ -44,19 +45,7 @@ func TestReuseSafetyRandom(t *testing.T) {
 			t.Fatalf("seed %x: %v", c, errs)
 		}
 	}
-	data := make([]byte, 96)
-	x := uint32(2463534242)
-	for range 20000 {
-		for i := range data {
-			x ^= x << 13
-			x ^= x >> 17
-			x ^= x << 5
-			data[i] = byte(x)
-		}
-		if errs := reuseViolations(data); len(errs) > 0 {
-			t.Fatalf("input %x: %v", data, errs)
-		}
-	}
+	fuzzsrc.EachRandom(t, 2463534242, 20000, 96, reuseViolations)
 }
 
 // reuseSeeds are cases the random ones reach rarely: a settled state
@@ -76,45 +65,27 @@ func mustHex(s string) []byte {
 
 const me = "rainbow"
 
-type src struct {
-	b []byte
-	i int
-}
-
-func (s *src) next() byte {
-	if s.i >= len(s.b) {
-		return 0
-	}
-	s.i++
-	return s.b[s.i-1]
-}
-
-func (s *src) intn(n int) int { return int(s.next()) % n }
-func (s *src) bool() bool     { return s.next()&1 == 1 }
-
-func pick[T any](s *src, xs ...T) T { return xs[s.intn(len(xs))] }
-
 var builds = []string{"a", "b", "c"}
 
 func reuseViolations(data []byte) []error {
-	s := &src{b: data}
+	s := fuzzsrc.New(data)
 	now := t0
 	in := fuzzTWD(s, now)
 	remembered := fuzzTemporal(s, now, in.Spec.TargetBuildID)
-	age := pick(s, 100*time.Millisecond, 2*time.Second, 20*time.Second, 50*time.Second, 5*time.Minute, 11*time.Minute)
+	age := fuzzsrc.Pick(s, 100*time.Millisecond, 2*time.Second, 20*time.Second, 50*time.Second, 5*time.Minute, 11*time.Minute)
 	at := now.Add(-age)
 	fresh := evolve(s, remembered, at, now)
 
 	p := Pass{Input: in, TargetAvailable: targetAvailable(in), OnlyTarget: onlyTarget(in)}
-	p.StatusShowsVersions = in.TargetHadCompleted || s.bool()
-	p.GateRunning = s.intn(4) == 0
+	p.StatusShowsVersions = in.TargetHadCompleted || s.Bool()
+	p.GateRunning = s.Intn(4) == 0
 	prev := in
 	prev.Now, prev.Temporal = at, remembered
-	if s.bool() {
+	if s.Bool() {
 		// Deployments rolled since: availability changed.
 		prev.Deployments = slices.Clone(in.Deployments)
 		for i := range prev.Deployments {
-			if s.bool() {
+			if s.Bool() {
 				prev.Deployments[i].Available = !prev.Deployments[i].Available
 			}
 		}
@@ -122,16 +93,16 @@ func reuseViolations(data []byte) []error {
 	describe(prev)
 	var m Remembered
 	res := planner.Plan(prev)
-	if s.bool() && slices.Equal(prev.Deployments, in.Deployments) && Settles(res) {
+	if s.Bool() && slices.Equal(prev.Deployments, in.Deployments) && Settles(res) {
 		m.Settled = &SettledState{DescribedAt: at, MaxAge: SettledFor(res), Summary: summaryOf(remembered).DeploymentSummary, HasSummary: true}
 	} else if KeepRecent(prev, res, false, false) {
 		m.Recent = &RecentState{State: remembered, Until: at.Add(res.RequeueAfter - 10*time.Millisecond), DescribedAt: at,
 			TargetAvailable: targetAvailable(prev)}
 	}
-	lagging := s.intn(3) == 0
+	lagging := s.Intn(3) == 0
 	list := &Listing{Summary: summaryOf(fresh).DeploymentSummary, Listed: fresh.Exists && !lagging}
-	if s.intn(8) == 0 {
-		list = &Listing{Failed: true, Busy: s.bool()}
+	if s.Intn(8) == 0 {
+		list = &Listing{Failed: true, Busy: s.Bool()}
 	}
 	m.SettledList, m.AbsenceList = list, list
 
@@ -239,71 +210,71 @@ func summaryOf(t *planner.TemporalState) summary {
 	return summary{s}
 }
 
-func fuzzTWD(s *src, now time.Time) planner.Input {
+func fuzzTWD(s *fuzzsrc.Source, now time.Time) planner.Input {
 	server := planner.Server{Address: "temporal:7233"}
 	in := planner.Input{Now: now, Identity: me, DeploymentName: "ns/w", Namespace: "ns", Name: "w", Server: server}
-	replicas := int32(1 + s.intn(3))
+	replicas := int32(1 + s.Intn(3))
 	in.Spec = planner.Spec{
-		TargetBuildID:  pick(s, builds...),
+		TargetBuildID:  fuzzsrc.Pick(s, builds...),
 		Replicas:       &replicas,
-		Strategy:       pick(s, v1alpha1.StrategyAllAtOnce, v1alpha1.StrategyProgressive, v1alpha1.StrategyManual),
-		ScaledownDelay: pick(s, 0, time.Minute, time.Hour),
-		DeleteDelay:    pick(s, 0, time.Minute, time.Hour),
+		Strategy:       fuzzsrc.Pick(s, v1alpha1.StrategyAllAtOnce, v1alpha1.StrategyProgressive, v1alpha1.StrategyManual),
+		ScaledownDelay: fuzzsrc.Pick(s, 0, time.Minute, time.Hour),
+		DeleteDelay:    fuzzsrc.Pick(s, 0, time.Minute, time.Hour),
 		TemplateHash:   "h",
 	}
 	if in.Spec.Strategy == v1alpha1.StrategyProgressive {
-		in.Spec.Steps = []planner.Step{{RampPercentage: 10, Pause: pick(s, 0, time.Minute)}}
+		in.Spec.Steps = []planner.Step{{RampPercentage: 10, Pause: fuzzsrc.Pick(s, 0, time.Minute)}}
 	}
 	for _, b := range builds {
 		target := b == in.Spec.TargetBuildID
-		if s.intn(3) == 0 && (!target || s.bool()) {
+		if s.Intn(3) == 0 && (!target || s.Bool()) {
 			continue
 		}
-		d := planner.Deployment{BuildID: b, Name: "w-" + b, UID: "uid-" + b, Replicas: int32(s.intn(3)), Available: s.bool(),
+		d := planner.Deployment{BuildID: b, Name: "w-" + b, UID: "uid-" + b, Replicas: int32(s.Intn(3)), Available: s.Bool(),
 			TemplateHash: "h", Server: server}
-		if target && s.intn(4) != 0 {
+		if target && s.Intn(4) != 0 {
 			d.Replicas, d.Available = replicas, true // often settled
 		}
-		if d.Replicas == 0 && s.bool() {
-			d.ScaledDownAt = ptr(now.Add(-pick(s, time.Minute, 2*time.Hour)))
+		if d.Replicas == 0 && s.Bool() {
+			d.ScaledDownAt = ptr(now.Add(-fuzzsrc.Pick(s, time.Minute, 2*time.Hour)))
 		}
 		in.Deployments = append(in.Deployments, d)
 	}
-	in.TargetHadCompleted = s.intn(4) == 0
+	in.TargetHadCompleted = s.Intn(4) == 0
 	return in
 }
 
-func fuzzTemporal(s *src, now time.Time, target string) *planner.TemporalState {
-	t := &planner.TemporalState{Exists: s.intn(6) != 0, ManagerIdentity: pick(s, "", me, me, "alice"),
-		RoutingChangedAt: now.Add(-pick(s, time.Minute, 2*time.Hour))}
+func fuzzTemporal(s *fuzzsrc.Source, now time.Time, target string) *planner.TemporalState {
+	t := &planner.TemporalState{Exists: s.Intn(6) != 0, ManagerIdentity: fuzzsrc.Pick(s, "", me, me, "alice"),
+		RoutingChangedAt: now.Add(-fuzzsrc.Pick(s, time.Minute, 2*time.Hour))}
 	if !t.Exists {
 		return t
 	}
-	t.CurrentBuildID = pick(s, "", "a", "b", "c", target, target) // often settled
-	if s.intn(3) == 0 {
-		t.RampingBuildID, t.RampPercentage = pick(s, "a", "b", "c"), int32(pick(s, 10, 50))
+	t.CurrentBuildID = fuzzsrc.Pick(s, "", "a", "b", "c", target, target) // often settled
+	if s.Intn(3) == 0 {
+		t.RampingBuildID, t.RampPercentage = fuzzsrc.Pick(s, "a", "b", "c"), int32(fuzzsrc.Pick(s, 10, 50))
 		if t.RampingBuildID == t.CurrentBuildID {
 			t.RampingBuildID, t.RampPercentage = "", 0
 		}
 	}
 	for _, b := range builds {
-		if b != t.CurrentBuildID && b != t.RampingBuildID && s.intn(3) == 0 {
+		if b != t.CurrentBuildID && b != t.RampingBuildID && s.Intn(3) == 0 {
 			continue
 		}
 		v := planner.TemporalVersion{BuildID: b, RegisteredAt: now.Add(-3 * time.Hour).Add(time.Duration(len(t.Versions)) * time.Minute),
-			Described: s.intn(4) != 0, TaskQueuesReady: s.intn(3) != 0, HasPollers: s.bool()}
+			Described: s.Intn(4) != 0, TaskQueuesReady: s.Intn(3) != 0, HasPollers: s.Bool()}
 		switch {
 		case b == t.CurrentBuildID:
 			v.Status, v.CurrentSince = v1alpha1.VersionCurrent, ptr(t.RoutingChangedAt)
 		case b == t.RampingBuildID:
 			v.Status, v.RampingSince = v1alpha1.VersionRamping, ptr(t.RoutingChangedAt)
 		default:
-			v.Status = pick(s, v1alpha1.VersionInactive, v1alpha1.VersionDraining, v1alpha1.VersionDrained)
+			v.Status = fuzzsrc.Pick(s, v1alpha1.VersionInactive, v1alpha1.VersionDraining, v1alpha1.VersionDrained)
 			if v.Status != v1alpha1.VersionInactive {
 				v.LastCurrentAt, v.DrainingSince = ptr(t.RoutingChangedAt), ptr(t.RoutingChangedAt)
 			}
 			if v.Status == v1alpha1.VersionDrained {
-				v.DrainedSince = ptr(now.Add(-pick(s, 30*time.Second, 3*time.Minute, 2*time.Hour)))
+				v.DrainedSince = ptr(now.Add(-fuzzsrc.Pick(s, 30*time.Second, 3*time.Minute, 2*time.Hour)))
 			}
 		}
 		t.Versions = append(t.Versions, v)
@@ -315,15 +286,15 @@ func fuzzTemporal(s *src, now time.Time, target string) *planner.TemporalState {
 // and pollers moving on their own, workers registering new versions, a
 // person changing the routing or taking the manager role, the worker
 // deployment created.
-func evolve(s *src, r *planner.TemporalState, since, now time.Time) *planner.TemporalState {
+func evolve(s *fuzzsrc.Source, r *planner.TemporalState, since, now time.Time) *planner.TemporalState {
 	f := *r
 	f.Versions = slices.Clone(r.Versions)
-	when := func() time.Time { return since.Add(now.Sub(since) / time.Duration(1+s.intn(4))) }
-	if !f.Exists && s.bool() {
+	when := func() time.Time { return since.Add(now.Sub(since) / time.Duration(1+s.Intn(4))) }
+	if !f.Exists && s.Bool() {
 		f.Exists, f.RoutingChangedAt = true, time.Time{}
 	}
-	for n := s.intn(4); n > 0 && f.Exists; n-- {
-		switch s.intn(6) {
+	for n := s.Intn(4); n > 0 && f.Exists; n-- {
+		switch s.Intn(6) {
 		case 0: // a draining version drains
 			for i, v := range f.Versions {
 				if v.Status == v1alpha1.VersionDraining {
@@ -333,23 +304,23 @@ func evolve(s *src, r *planner.TemporalState, since, now time.Time) *planner.Tem
 			}
 		case 1: // workers start or stop polling
 			if len(f.Versions) > 0 {
-				i := s.intn(len(f.Versions))
+				i := s.Intn(len(f.Versions))
 				f.Versions[i].HasPollers = !f.Versions[i].HasPollers
 			}
 		case 2: // a version registers
-			b := pick(s, builds...)
+			b := fuzzsrc.Pick(s, builds...)
 			if !slices.ContainsFunc(f.Versions, func(v planner.TemporalVersion) bool { return v.BuildID == b }) {
 				f.Versions = append(f.Versions, planner.TemporalVersion{BuildID: b, Status: v1alpha1.VersionInactive, RegisteredAt: when(),
-					Described: true, TaskQueuesReady: s.bool(), HasPollers: true})
+					Described: true, TaskQueuesReady: s.Bool(), HasPollers: true})
 			}
 		case 3: // a person makes a version current
 			if len(f.Versions) > 0 {
-				if b := f.Versions[s.intn(len(f.Versions))].BuildID; b != f.CurrentBuildID {
+				if b := f.Versions[s.Intn(len(f.Versions))].BuildID; b != f.CurrentBuildID {
 					setCurrent(&f, b, when())
 				}
 			}
 		case 4:
-			f.ManagerIdentity = pick(s, "", "alice")
+			f.ManagerIdentity = fuzzsrc.Pick(s, "", "alice")
 		case 5:
 			f.RoutingPropagating = false
 		}

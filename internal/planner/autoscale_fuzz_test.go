@@ -5,16 +5,17 @@ import (
 	"reflect"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/fuzzsrc"
 )
 
 // fuzzAutoscale gives the versions of a fuzz input backlogs: unknown, empty
 // or waiting.
-func fuzzAutoscale(s *byteSource, in *Input) {
+func fuzzAutoscale(s *fuzzsrc.Source, in *Input) {
 	if in.Temporal == nil {
 		return
 	}
 	for i := range in.Temporal.Versions {
-		in.Temporal.Versions[i].Backlog = pick(s, nil, ptr[int64](0), ptr[int64](2))
+		in.Temporal.Versions[i].Backlog = fuzzsrc.Pick(s, nil, ptr[int64](0), ptr[int64](2))
 	}
 }
 

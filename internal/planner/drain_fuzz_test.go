@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
-	"time"
 
-	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/fuzzsrc"
+	"github.com/rainbow-deploy/rainbow/internal/planner/drain/draintest"
 )
 
 // FuzzDrainSafety checks the drain deadline's and the continue-as-new
@@ -31,88 +31,39 @@ func FuzzDrainSafety(f *testing.F) {
 // TestDrainSafetyRandom runs the drain invariants on many generated inputs
 // as part of the normal test run.
 func TestDrainSafetyRandom(t *testing.T) {
-	data := make([]byte, 160)
-	x := uint32(88172645)
 	acted := 0
-	for n := 0; n < 20000; n++ {
-		fillRandom(data, &x)
+	fuzzsrc.EachRandom(t, 88172645, 20000, 160, func(data []byte) []error {
 		in := fuzzDrainInput(data)
 		res := Plan(in)
-		for _, err := range violations(in, res) {
-			t.Fatalf("input %x: %v", data, err)
-		}
 		if len(res.DrainWork) > 0 {
 			acted++
 		}
-	}
+		return violations(in, res)
+	})
 	if acted < 100 {
 		t.Fatalf("only %d of 20000 inputs planned drain work: the generator misses the interesting cases", acted)
 	}
 }
 
-// fillRandom fills data from the xorshift generator state x.
-func fillRandom(data []byte, x *uint32) {
-	for i := range data {
-		*x ^= *x << 13
-		*x ^= *x >> 17
-		*x ^= *x << 5
-		data[i] = byte(*x)
-	}
-}
-
-var fuzzRunIDs = []string{"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "", "r0"}
-
-// fuzzDrainInput is fuzzInput with the drain's inputs added from the second
-// half of data.
+// fuzzDrainInput is fuzzInput with the drain's inputs, drawn as package
+// drain's fuzz test draws them, added from the second half of data.
 func fuzzDrainInput(data []byte) Input {
 	in := fuzzInput(data)
-	s := &byteSource{b: data[len(data)/2:]}
-	in.Spec.Drain = DrainSpec{
-		MaxDuration: pick(s, 0, time.Minute, time.Hour, 24*time.Hour),
-		Action:      pick[v1alpha1.DrainAction](s, "", v1alpha1.DrainDryRun, v1alpha1.DrainCancel, v1alpha1.DrainTerminate, v1alpha1.DrainCancel),
-		Signal:      pick(s, "", "nudge", "nudge"),
-	}
+	s := fuzzsrc.New(data[len(data)/2:])
+	in.Spec.Drain = draintest.Spec(s)
 	if in.Temporal != nil {
 		for i := range in.Temporal.Versions {
-			if s.intn(4) != 0 {
-				in.Temporal.Versions[i].DrainingSince = at(s.offset())
+			if s.Intn(4) != 0 {
+				in.Temporal.Versions[i].DrainingSince = at(offset(s))
 			}
 		}
 	}
-	runs := func() []WorkflowRun {
-		var out []WorkflowRun
-		for n := s.intn(6); n > 0; n-- {
-			id := pick(s, fuzzRunIDs...)
-			out = append(out, WorkflowRun{WorkflowID: "wf-" + id, RunID: id})
-		}
-		return out
-	}
-	keys := func() []string {
-		var out []string
-		for n := s.intn(4); n > 0; n-- {
-			out = append(out, RunKey(pick(s, fuzzRunIDs...)))
-		}
-		return out
-	}
 	for _, b := range fuzzBuilds {
-		if s.intn(3) != 0 {
-			rs := runs()
-			in.Pinned = append(in.Pinned, PinnedListing{BuildID: b, Count: len(rs) + pick(s, 0, 0, 1, 200), Runs: rs})
-		}
-		if s.bool() {
-			in.Drains = append(in.Drains, DrainRecord{
-				BuildID: b, DrainingSince: s.maybeTime(), ListedAt: s.maybeTime(), LastActionAt: pick(s, nil, at(-5*time.Second), at(-time.Minute)),
-				Overdue: s.intn(3), Pending: s.intn(3), StoppedRuns: keys(), SignalledRuns: keys(),
-			})
-		}
+		ls, rs := draintest.Observed(s, t0, b)
+		in.Pinned, in.Drains = append(in.Pinned, ls...), append(in.Drains, rs...)
 	}
-	if s.intn(3) == 0 {
-		// Many runs, for the rate limit.
-		for i := range 30 {
-			in.Pinned = append(in.Pinned, PinnedListing{BuildID: pick(s, fuzzBuilds...), Count: 1, Runs: []WorkflowRun{{WorkflowID: "many", RunID: fmt.Sprint("m", i)}}})
-		}
-	}
-	if in.ClaimedBy != nil && s.intn(4) != 0 {
+	in.Pinned = append(in.Pinned, draintest.ManyRuns(s, fuzzBuilds)...)
+	if in.ClaimedBy != nil && s.Intn(4) != 0 {
 		in.ClaimedBy = nil // few enough that most inputs still drain
 	}
 	return in

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/fuzzsrc"
 )
 
 // FuzzPlanSafety builds arbitrary, often inconsistent, inputs and checks the
@@ -37,16 +38,14 @@ func FuzzPlanSafety(f *testing.F) {
 // TestPlanSafetyRandom runs the fuzz invariants on many generated inputs as
 // part of the normal test run.
 func TestPlanSafetyRandom(t *testing.T) {
-	data := make([]byte, 96)
-	x := uint32(2463534242)
-	for n := 0; n < 20000; n++ {
-		fillRandom(data, &x)
-		in := fuzzInput(data)
-		res := Plan(in)
-		for _, err := range violations(in, res) {
-			t.Fatalf("input %x: %v", data, err)
-		}
-	}
+	eachRandomInput(t, 2463534242, 20000, func(in Input) []error { return violations(in, Plan(in)) })
+}
+
+// eachRandomInput checks n generated inputs, as a fuzz target's invariant
+// in the normal test run.
+func eachRandomInput(t *testing.T, seed uint32, n int, check func(Input) []error) {
+	t.Helper()
+	fuzzsrc.EachRandom(t, seed, n, 96, func(data []byte) []error { return check(fuzzInput(data)) })
 }
 
 // violations are the broken rules of every invariant: safety, owned
@@ -86,161 +85,142 @@ func readViolations(in Input) []error {
 	return errs
 }
 
-// byteSource reads choices from fuzz bytes; zeros once exhausted.
-type byteSource struct {
-	b []byte
-	i int
-}
-
-func (s *byteSource) next() byte {
-	if s.i >= len(s.b) {
-		return 0
-	}
-	s.i++
-	return s.b[s.i-1]
-}
-
-func (s *byteSource) intn(n int) int { return int(s.next()) % n }
-func (s *byteSource) bool() bool     { return s.next()&1 == 1 }
-
-func pick[T any](s *byteSource, xs ...T) T { return xs[s.intn(len(xs))] }
-
 // offset is a time relative to t0, around the delays and pauses used.
-func (s *byteSource) offset() time.Duration {
-	return pick(s, -72*time.Hour, -25*time.Hour, -24*time.Hour, -2*time.Hour, -time.Hour, -10*time.Minute,
+func offset(s *fuzzsrc.Source) time.Duration {
+	return fuzzsrc.Pick(s, -72*time.Hour, -25*time.Hour, -24*time.Hour, -2*time.Hour, -time.Hour, -10*time.Minute,
 		-5*time.Minute, -time.Second, 0, time.Minute)
 }
 
-func (s *byteSource) maybeTime() *time.Time {
-	if s.bool() {
+func maybeTime(s *fuzzsrc.Source) *time.Time {
+	if s.Bool() {
 		return nil
 	}
-	return at(s.offset())
+	return at(offset(s))
 }
 
 var fuzzBuilds = []string{"a", "b", "c", "d", "e"}
 
 func fuzzInput(data []byte) Input {
-	s := &byteSource{b: data}
-	build := func() string { return pick(s, "", "a", "b", "c", "d", "e") }
-	identity := func() string { return pick(s, "", me, "alice") }
+	s := fuzzsrc.New(data)
+	build := func() string { return fuzzsrc.Pick(s, "", "a", "b", "c", "d", "e") }
+	identity := func() string { return fuzzsrc.Pick(s, "", me, "alice") }
 
 	in := Input{Now: t0, Identity: me, DeploymentName: "ns/w"}
 	in.Spec = Spec{
-		TargetBuildID:    pick(s, "a", "b", "c", "d", "e", "a", "b", ""),
-		Strategy:         pick(s, v1alpha1.StrategyManual, v1alpha1.StrategyAllAtOnce, v1alpha1.StrategyProgressive, v1alpha1.StrategyProgressive, "Bogus"),
-		GateWorkflowType: pick(s, "", "Gate"),
-		ScaledownDelay:   pick(s, 0, time.Minute, time.Hour, 24*time.Hour),
-		DeleteDelay:      pick(s, 0, time.Hour, 24*time.Hour),
-		MaxVersions:      s.intn(5),
-		TemplateHash:     pick(s, "", "h1", "h2"),
-		GeneratedBuildID: pick(s, "a", "b", "x"),
+		TargetBuildID:    fuzzsrc.Pick(s, "a", "b", "c", "d", "e", "a", "b", ""),
+		Strategy:         fuzzsrc.Pick(s, v1alpha1.StrategyManual, v1alpha1.StrategyAllAtOnce, v1alpha1.StrategyProgressive, v1alpha1.StrategyProgressive, "Bogus"),
+		GateWorkflowType: fuzzsrc.Pick(s, "", "Gate"),
+		ScaledownDelay:   fuzzsrc.Pick(s, 0, time.Minute, time.Hour, 24*time.Hour),
+		DeleteDelay:      fuzzsrc.Pick(s, 0, time.Hour, 24*time.Hour),
+		MaxVersions:      s.Intn(5),
+		TemplateHash:     fuzzsrc.Pick(s, "", "h1", "h2"),
+		GeneratedBuildID: fuzzsrc.Pick(s, "a", "b", "x"),
 	}
-	if s.bool() {
-		in.Spec.Replicas = ptr(int32(s.intn(4)))
+	if s.Bool() {
+		in.Spec.Replicas = ptr(int32(s.Intn(4)))
 	}
 	pct := int32(0)
-	for n := s.intn(4); n > 0; n-- {
-		pct += int32(s.intn(60)) - 5 // sometimes not increasing
-		in.Spec.Steps = append(in.Spec.Steps, Step{RampPercentage: pct, Pause: pick(s, 0, time.Second, 5*time.Minute, time.Hour)})
+	for n := s.Intn(4); n > 0; n-- {
+		pct += int32(s.Intn(60)) - 5 // sometimes not increasing
+		in.Spec.Steps = append(in.Spec.Steps, Step{RampPercentage: pct, Pause: fuzzsrc.Pick(s, 0, time.Second, 5*time.Minute, time.Hour)})
 	}
 	for _, b := range fuzzBuilds {
-		if s.bool() {
-			d := Deployment{BuildID: b, Name: "worker-" + b, Replicas: int32(s.intn(4)), Available: s.bool()}
-			if s.bool() {
-				d.ScaledDownAt = at(s.offset())
+		if s.Bool() {
+			d := Deployment{BuildID: b, Name: "worker-" + b, Replicas: int32(s.Intn(4)), Available: s.Bool()}
+			if s.Bool() {
+				d.ScaledDownAt = at(offset(s))
 			}
-			d.TemplateHash = pick(s, "", "h1", "h2")
-			d.Rolling = s.intn(4) == 0
-			d.Server = pick(s, serverA, serverA, Server{Address: serverA.Address}, serverA2, serverB, Server{})
-			d.ConnectionStale, d.SettingsStale = s.bool(), s.intn(4) == 0
-			if d.Available && s.bool() {
-				d.AvailableSince = t0.Add(pick(s, -time.Second, -9*time.Second, -11*time.Second, -10*time.Minute))
+			d.TemplateHash = fuzzsrc.Pick(s, "", "h1", "h2")
+			d.Rolling = s.Intn(4) == 0
+			d.Server = fuzzsrc.Pick(s, serverA, serverA, Server{Address: serverA.Address}, serverA2, serverB, Server{})
+			d.ConnectionStale, d.SettingsStale = s.Bool(), s.Intn(4) == 0
+			if d.Available && s.Bool() {
+				d.AvailableSince = t0.Add(fuzzsrc.Pick(s, -time.Second, -9*time.Second, -11*time.Second, -10*time.Minute))
 			}
 			in.Deployments = append(in.Deployments, d)
 		}
 	}
-	in.Server = pick(s, serverA, serverA, Server{}, serverA2, serverB, Server{Address: serverB.Address})
-	if s.intn(5) != 0 {
+	in.Server = fuzzsrc.Pick(s, serverA, serverA, Server{}, serverA2, serverB, Server{Address: serverB.Address})
+	if s.Intn(5) != 0 {
 		ts := &TemporalState{
-			Exists:               s.intn(4) != 0,
+			Exists:               s.Intn(4) != 0,
 			ManagerIdentity:      identity(),
 			LastModifierIdentity: identity(),
 			CurrentBuildID:       build(),
 			RampingBuildID:       build(),
-			RampPercentage:       int32(s.intn(101)),
-			UnversionedPollers:   s.bool(),
-			RoutingPropagating:   s.intn(4) == 0,
+			RampPercentage:       int32(s.Intn(101)),
+			UnversionedPollers:   s.Bool(),
+			RoutingPropagating:   s.Intn(4) == 0,
 		}
-		if s.bool() {
-			ts.RampChangedAt = t0.Add(s.offset())
+		if s.Bool() {
+			ts.RampChangedAt = t0.Add(offset(s))
 		}
 		for _, b := range fuzzBuilds {
-			if s.bool() {
-				drainingSince := s.maybeTime()
+			if s.Bool() {
+				drainingSince := maybeTime(s)
 				ts.Versions = append(ts.Versions, TemporalVersion{
 					BuildID:         b,
-					Status:          pick(s, current, ramping, inactive, draining, drained, drained, "Created"),
-					RegisteredAt:    pick(s, time.Time{}, t0.Add(s.offset())),
-					DrainedSince:    s.maybeTime(),
-					CurrentSince:    s.maybeTime(),
-					RampingSince:    s.maybeTime(),
-					LastCurrentAt:   s.maybeTime(),
+					Status:          fuzzsrc.Pick(s, current, ramping, inactive, draining, drained, drained, "Created"),
+					RegisteredAt:    fuzzsrc.Pick(s, time.Time{}, t0.Add(offset(s))),
+					DrainedSince:    maybeTime(s),
+					CurrentSince:    maybeTime(s),
+					RampingSince:    maybeTime(s),
+					LastCurrentAt:   maybeTime(s),
 					DrainingSince:   drainingSince,
 					OwnDrainage:     fuzzOwnDrainage(s, drainingSince),
-					Described:       s.intn(4) != 0,
-					TaskQueuesReady: s.intn(3) != 0,
-					HasPollers:      s.bool(),
+					Described:       s.Intn(4) != 0,
+					TaskQueuesReady: s.Intn(3) != 0,
+					HasPollers:      s.Bool(),
 				})
 			}
 		}
 		in.Temporal = ts
-	} else if s.bool() {
-		in.TemporalError = pick(s, &Problem{Reason: "TemporalClientCreationFailed", Message: "dial failed"},
-			&Problem{Reason: v1alpha1.ReasonTemporalStateFetchFailed, Message: "unavailable", Since: t0.Add(pick(s, -time.Second, -59*time.Second, -61*time.Second))},
-			&Problem{Reason: v1alpha1.ReasonTemporalStateFetchFailed, Message: "throttled", Since: t0.Add(pick(s, -time.Second, -time.Hour)), Throttled: true})
+	} else if s.Bool() {
+		in.TemporalError = fuzzsrc.Pick(s, &Problem{Reason: "TemporalClientCreationFailed", Message: "dial failed"},
+			&Problem{Reason: v1alpha1.ReasonTemporalStateFetchFailed, Message: "unavailable", Since: t0.Add(fuzzsrc.Pick(s, -time.Second, -59*time.Second, -61*time.Second))},
+			&Problem{Reason: v1alpha1.ReasonTemporalStateFetchFailed, Message: "throttled", Since: t0.Add(fuzzsrc.Pick(s, -time.Second, -time.Hour)), Throttled: true})
 	}
-	if s.intn(3) == 0 {
+	if s.Intn(3) == 0 {
 		in.Deletion = &Deletion{
 			Object:               "ns/w",
-			RequestedAt:          t0.Add(s.offset()),
-			Policy:               pick(s, v1alpha1.DeletionWaitForDrain, v1alpha1.DeletionImmediate),
-			MaxDrainWait:         pick(s, 0, time.Minute, time.Hour),
-			StatusShowedVersions: s.bool(),
+			RequestedAt:          t0.Add(offset(s)),
+			Policy:               fuzzsrc.Pick(s, v1alpha1.DeletionWaitForDrain, v1alpha1.DeletionImmediate),
+			MaxDrainWait:         fuzzsrc.Pick(s, 0, time.Minute, time.Hour),
+			StatusShowedVersions: s.Bool(),
 		}
-		if s.intn(4) == 0 && in.Temporal == nil {
-			in.TemporalError = &Problem{Reason: pick(s, v1alpha1.ReasonTemporalConnectionNotFound, v1alpha1.ReasonAddressNotAllowed), Message: "no connection"}
+		if s.Intn(4) == 0 && in.Temporal == nil {
+			in.TemporalError = &Problem{Reason: fuzzsrc.Pick(s, v1alpha1.ReasonTemporalConnectionNotFound, v1alpha1.ReasonAddressNotAllowed), Message: "no connection"}
 		}
 	}
-	if s.bool() {
-		in.Gate = &GateRun{BuildID: build(), Phase: pick(s, GateRunning, GateSucceeded, GateFailed, "Weird"), Message: "m"}
-		if s.bool() {
-			in.Gate.CancelRequestedAt = t0.Add(pick(s, -time.Hour, -GateCancelGrace, -GateCancelGrace+time.Second, -time.Second, 0))
+	if s.Bool() {
+		in.Gate = &GateRun{BuildID: build(), Phase: fuzzsrc.Pick(s, GateRunning, GateSucceeded, GateFailed, "Weird"), Message: "m"}
+		if s.Bool() {
+			in.Gate.CancelRequestedAt = t0.Add(fuzzsrc.Pick(s, -time.Hour, -GateCancelGrace, -GateCancelGrace+time.Second, -time.Second, 0))
 		}
 	}
 	fuzzOwned(s, &in)
 	fuzzAutoscale(s, &in)
-	if s.intn(4) == 0 {
-		in.Spec.AbortedBuildID = pick(s, in.Spec.TargetBuildID, "a")
+	if s.Intn(4) == 0 {
+		in.Spec.AbortedBuildID = fuzzsrc.Pick(s, in.Spec.TargetBuildID, "a")
 	}
-	in.TargetShownReady = s.intn(3) == 0
-	if in.Temporal != nil && s.bool() {
-		in.Temporal.RoutingChangedAt = t0.Add(pick(s, -time.Second, -3*time.Second, -TemporalOutageBound))
+	in.TargetShownReady = s.Intn(3) == 0
+	if in.Temporal != nil && s.Bool() {
+		in.Temporal.RoutingChangedAt = t0.Add(fuzzsrc.Pick(s, -time.Second, -3*time.Second, -TemporalOutageBound))
 	}
-	if s.intn(5) == 0 {
-		in.ClaimedBy = &Claimed{Holder: "other/w", Address: pick(s, serverA.Address, ""), TemporalNamespace: "default"}
+	if s.Intn(5) == 0 {
+		in.ClaimedBy = &Claimed{Holder: "other/w", Address: fuzzsrc.Pick(s, serverA.Address, ""), TemporalNamespace: "default"}
 	}
 	return in
 }
 
 // fuzzOwnDrainage is mostly a report of the version's draining episode,
 // sometimes one of another episode.
-func fuzzOwnDrainage(s *byteSource, drainingSince *time.Time) *OwnDrainage {
-	if s.intn(3) != 0 {
+func fuzzOwnDrainage(s *fuzzsrc.Source, drainingSince *time.Time) *OwnDrainage {
+	if s.Intn(3) != 0 {
 		return nil
 	}
-	o := &OwnDrainage{Drained: s.bool(), ChangedAt: t0.Add(s.offset()), CheckedAt: t0.Add(s.offset()), DrainingSince: t0.Add(s.offset())}
-	if drainingSince != nil && s.intn(4) != 0 {
+	o := &OwnDrainage{Drained: s.Bool(), ChangedAt: t0.Add(offset(s)), CheckedAt: t0.Add(offset(s)), DrainingSince: t0.Add(offset(s))}
+	if drainingSince != nil && s.Intn(4) != 0 {
 		o.DrainingSince = *drainingSince
 	}
 	return o

@@ -3,49 +3,31 @@ package planner
 import (
 	"fmt"
 	"slices"
-	"strings"
-	"time"
 
-	"github.com/rainbow-deploy/rainbow/internal/ownedresource"
+	"github.com/rainbow-deploy/rainbow/internal/fuzzsrc"
+	"github.com/rainbow-deploy/rainbow/internal/planner/owned/ownedtest"
 )
 
 // fuzzOwned adds owned resources, with recorded copies, to a fuzz input;
 // Deployments get UIDs (some not yet).
-func fuzzOwned(s *byteSource, in *Input) {
+func fuzzOwned(s *fuzzsrc.Source, in *Input) {
 	in.Namespace, in.Name, in.TemporalNamespace = "ns", "w", "tns"
 	for i := range in.Deployments {
-		in.Deployments[i].UID = pick(s, "", "uid-"+in.Deployments[i].BuildID, "uid-"+in.Deployments[i].BuildID)
+		in.Deployments[i].UID = fuzzsrc.Pick(s, "", "uid-"+in.Deployments[i].BuildID, "uid-"+in.Deployments[i].BuildID)
 	}
 	// The HPA as kubectl apply without --server-side leaves it: no null.
 	dropped := hpa().Object
 	delete(dropped["spec"].(map[string]any), "scaleTargetRef")
-	objects := []map[string]any{nil, hpa().Object, pdb().Object, dropped,
-		{"apiVersion": "v1", "kind": "ConfigMap", "data": map[string]any{"b": `{{ if eq .BuildID "b" }}{{ .Nope }}{{ end }}`}},
-		// Admitted while the webhook was absent.
-		{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding"},
-		{"apiVersion": "apps/v1", "kind": "Deployment"},
-		{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"namespace": "other"}}}
-	in.BannedKinds = pick(s, nil, []string{"Deployment"}, []string{"ConfigMap"})
+	objects := append([]map[string]any{nil, hpa().Object, pdb().Object, dropped}, ownedtest.Hazards("b")...)
+	in.BannedKinds = fuzzsrc.Pick(s, nil, []string{"Deployment"}, []string{"ConfigMap"})
 	for _, name := range []string{"h", "p"} {
-		if !s.bool() {
+		if !s.Bool() {
 			continue
 		}
-		or := OwnedResource{Name: name, Generation: int64(1 + s.intn(2)), Object: pick(s, objects...),
-			Deleting: s.intn(4) == 0, Finalized: s.bool(), ClusterScoped: s.intn(4) == 0}
-		or.Adopted = or.Finalized && s.bool()
-		for _, b := range append(fuzzBuilds, "forged") {
-			if s.bool() {
-				// Anyone who may write status may record anything.
-				kind := pick(s, "autoscaling/v2 HorizontalPodAutoscaler", "policy/v1 PodDisruptionBudget", "apps/v1 Deployment",
-					"v1 ConfigMap", "rbac.authorization.k8s.io/v1 ClusterRole")
-				apiVersion, kind, _ := strings.Cut(kind, " ")
-				or.Copies = append(or.Copies, OwnedCopy{
-					BuildID: b, APIVersion: apiVersion, Kind: kind,
-					Name: pick(s, "", ownedresource.Name("w", name, b), "old"), Applied: s.bool(), Generation: int64(1 + s.intn(2)),
-					Hash: pick(s, "", "x"), AppliedAt: pick(s, time.Time{}, t0.Add(-time.Minute), t0.Add(-time.Hour)),
-				})
-			}
-		}
+		or := OwnedResource{Name: name, Generation: int64(1 + s.Intn(2)), Object: fuzzsrc.Pick(s, objects...),
+			Deleting: s.Intn(4) == 0, Finalized: s.Bool(), ClusterScoped: s.Intn(4) == 0}
+		or.Adopted = or.Finalized && s.Bool()
+		or.Copies = ownedtest.Copies(s, "w", name, fuzzBuilds, t0)
 		in.OwnedResources = append(in.OwnedResources, or)
 	}
 }

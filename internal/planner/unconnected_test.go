@@ -52,16 +52,3 @@ func unconnectedViolations(res Result) []error {
 	}
 	return nil
 }
-
-// eachRandomInput checks n generated inputs, as a fuzz target's invariant
-// in the normal test run.
-func eachRandomInput(t *testing.T, seed uint32, n int, check func(Input) []error) {
-	t.Helper()
-	data := make([]byte, 96)
-	for range n {
-		fillRandom(data, &seed)
-		for _, err := range check(fuzzInput(data)) {
-			t.Fatalf("input %x: %v", data, err)
-		}
-	}
-}

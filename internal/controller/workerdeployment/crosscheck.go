@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -21,53 +20,19 @@ import (
 // report stands only for the draining episode it was made in
 // (freshness.OwnDrainageStands); the store drops the others so that it
 // does not grow.
-type drainageDescribes struct {
-	mu   sync.Mutex
-	twds map[types.NamespacedName]map[string]planner.OwnDrainage
-}
+type drainageDescribes struct{ byBuild[planner.OwnDrainage] }
 
-// stamp sets OwnDrainage on the versions of s that the cache knows for
+// stamp sets OwnDrainage on the versions of s that the store knows for
 // their current draining episode, and drops the entries of the others.
 func (c *drainageDescribes) stamp(key types.NamespacedName, s *planner.TemporalState) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	entries := c.twds[key]
-	if len(entries) == 0 {
-		return
-	}
-	kept := map[string]bool{}
-	for i := range s.Versions {
-		v := &s.Versions[i]
-		own, ok := entries[v.BuildID]
-		if !ok || !freshness.OwnDrainageStands(*v, own) {
-			continue
+	c.keep(key, func(b string, own planner.OwnDrainage) bool {
+		i := slices.IndexFunc(s.Versions, func(v planner.TemporalVersion) bool { return v.BuildID == b })
+		if i < 0 || !freshness.OwnDrainageStands(s.Versions[i], own) {
+			return false
 		}
-		v.OwnDrainage = &own
-		kept[v.BuildID] = true
-	}
-	for b := range entries {
-		if !kept[b] {
-			delete(entries, b)
-		}
-	}
-}
-
-func (c *drainageDescribes) put(key types.NamespacedName, build string, own planner.OwnDrainage) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.twds == nil {
-		c.twds = map[types.NamespacedName]map[string]planner.OwnDrainage{}
-	}
-	if c.twds[key] == nil {
-		c.twds[key] = map[string]planner.OwnDrainage{}
-	}
-	c.twds[key][build] = own
-}
-
-func (c *drainageDescribes) forget(key types.NamespacedName) {
-	c.mu.Lock()
-	delete(c.twds, key)
-	c.mu.Unlock()
+		s.Versions[i].OwnDrainage = &own
+		return true
+	})
 }
 
 // crossCheckDrainage completes the observed summary with what the cache

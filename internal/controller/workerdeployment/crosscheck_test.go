@@ -48,8 +48,8 @@ func TestDrainageCacheStamp(t *testing.T) {
 	c.put(key, "v1", own)
 	s = state(v1alpha1.VersionDrained, since) // the summary caught up
 	c.stamp(key, s)
-	if s.Versions[0].OwnDrainage != nil || len(c.twds[key]) != 0 {
-		t.Fatalf("summary drained: OwnDrainage %+v, entries %v; want neither", s.Versions[0].OwnDrainage, c.twds[key])
+	if s.Versions[0].OwnDrainage != nil || len(c.m[key]) != 0 {
+		t.Fatalf("summary drained: OwnDrainage %+v, entries %v; want neither", s.Versions[0].OwnDrainage, c.m[key])
 	}
 }
 

@@ -394,7 +394,7 @@ func (f *fixture) reconcile() (kube, temporalWrites []string, res reconcile.Resu
 	})
 	defer pool.Close()
 	f.client = c
-	r := &Reconciler{Client: c, Pool: pool, Clock: clocktesting.NewFakePassiveClock(f.now), drainage: drainageDescribes{twds: f.drainage}}
+	r := &Reconciler{Client: c, Pool: pool, Clock: clocktesting.NewFakePassiveClock(f.now), drainage: drainageDescribes{byBuild[planner.OwnDrainage]{m: f.drainage}}}
 	if f.backlogs {
 		r.Backlogs = backlog.New(c, pool, r.Clock, 0, Fleet{Client: c})
 	}

@@ -3,7 +3,6 @@ package workerdeployment
 import (
 	"maps"
 	"slices"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -91,38 +90,12 @@ var notOnlyStatus = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 // pollerDescribes holds when versions waiting for deletion were last seen
 // polled, which spares describing them for pollers again
 // (freshness.PolledRecently).
-type pollerDescribes struct {
-	mu   sync.Mutex
-	seen map[types.NamespacedName]map[string]time.Time
-}
-
-func (c *pollerDescribes) lookup(key types.NamespacedName, build string) time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.seen[key][build]
-}
+type pollerDescribes struct{ byBuild[time.Time] }
 
 func (c *pollerDescribes) note(key types.NamespacedName, build string, now time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.seen == nil {
-		c.seen = map[types.NamespacedName]map[string]time.Time{}
-	}
-	if c.seen[key] == nil {
-		c.seen[key] = map[string]time.Time{}
-	}
-	for b, t := range c.seen[key] {
-		if now.Sub(t) >= freshness.PollersRecheck {
-			delete(c.seen[key], b) // no longer of use
-		}
-	}
-	c.seen[key][build] = now
-}
-
-func (c *pollerDescribes) forget(key types.NamespacedName) {
-	c.mu.Lock()
-	delete(c.seen, key)
-	c.mu.Unlock()
+	// Entries past the recheck are no longer of use.
+	c.keep(key, func(_ string, t time.Time) bool { return now.Sub(t) < freshness.PollersRecheck })
+	c.put(key, build, now)
 }
 
 // temporalSource says where a pass took Temporal's state from, and why,

@@ -1,4 +1,4 @@
-package drain
+package drain_test
 
 import (
 	"fmt"
@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/fuzzsrc"
+	"github.com/rainbow-deploy/rainbow/internal/planner/drain"
+	"github.com/rainbow-deploy/rainbow/internal/planner/drain/draintest"
 )
 
 // FuzzDrain checks on arbitrary inputs that the drain only acts on
@@ -22,11 +25,11 @@ func FuzzDrain(f *testing.F) {
 	f.Add([]byte("pinned workflows"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := fuzzInput(data)
-		res := Plan(in)
+		res := drain.Plan(in)
 		for _, err := range drainViolations(in, res) {
 			t.Error(err)
 		}
-		if !reflect.DeepEqual(res, Plan(fuzzInput(data))) {
+		if !reflect.DeepEqual(res, drain.Plan(fuzzInput(data))) {
 			t.Error("Plan is not deterministic")
 		}
 		if !reflect.DeepEqual(in, fuzzInput(data)) {
@@ -55,7 +58,7 @@ var seedActs = []byte{1, 1, 1, 1, 3, 1, 1, 0, 2, 0, 1, 3, 0, 1, 2, 0, 0, 1, 0, 1
 
 // TestFuzzSeedActs: the first seed is a case that acts.
 func TestFuzzSeedActs(t *testing.T) {
-	if w := Plan(fuzzInput(seedActs)).Work; len(w) != 1 || w[0].Op != OpTerminate || len(w[0].Runs) != 3 {
+	if w := drain.Plan(fuzzInput(seedActs)).Work; len(w) != 1 || w[0].Op != drain.OpTerminate || len(w[0].Runs) != 3 {
 		t.Fatalf("work = %+v", w)
 	}
 }
@@ -63,154 +66,71 @@ func TestFuzzSeedActs(t *testing.T) {
 // TestDrainRandom runs the invariants on many generated inputs as part of
 // the normal test run.
 func TestDrainRandom(t *testing.T) {
-	data := make([]byte, 96)
-	x := uint32(88172645)
 	acted, believed := 0, 0
-	for n := 0; n < 20000; n++ {
-		fillRandom(data, &x)
+	fuzzsrc.EachRandom(t, 88172645, 20000, 96, func(data []byte) []error {
 		in := fuzzInput(data)
-		res := Plan(in)
-		for _, err := range drainViolations(in, res) {
-			t.Fatalf("input %x: %v", data, err)
-		}
+		res := drain.Plan(in)
 		if len(res.Work) > 0 {
 			acted++
 		}
 		now, ss := fuzzSummaries(data)
-		for _, err := range crossCheckViolations(now, ss) {
-			t.Fatalf("input %x: %v", data, err)
-		}
 		for _, s := range ss {
-			if _, ok := OwnDrained(s); ok {
+			if _, ok := drain.OwnDrained(s); ok {
 				believed++
 			}
 		}
-	}
+		return slices.Concat(drainViolations(in, res), crossCheckViolations(now, ss))
+	})
 	if acted < 100 || believed < 100 {
 		t.Fatalf("of 20000 inputs, %d planned work and %d believed an own report: the generator misses the interesting cases", acted, believed)
 	}
 }
 
-func fillRandom(data []byte, x *uint32) {
-	for i := range data {
-		*x ^= *x << 13
-		*x ^= *x >> 17
-		*x ^= *x << 5
-		data[i] = byte(*x)
-	}
-}
-
-// byteSource reads choices from fuzz data, then zeros.
-type byteSource struct{ b []byte }
-
-func (s *byteSource) next() byte {
-	if len(s.b) == 0 {
-		return 0
-	}
-	c := s.b[0]
-	s.b = s.b[1:]
-	return c
-}
-
-func (s *byteSource) intn(n int) int { return int(s.next()) % n }
-
-func pick[T any](s *byteSource, xs ...T) T { return xs[s.intn(len(xs))] }
-
-// offset is a time around t0: seconds to days before, a little after.
-func (s *byteSource) offset() time.Duration {
-	return pick(s, -72*time.Hour, -2*time.Hour, -time.Hour, -10*time.Minute, -5*time.Minute, -time.Minute,
-		-10*time.Second, -5*time.Second, 0, 300*time.Millisecond, time.Minute)
-}
-
-func (s *byteSource) maybeTime() *time.Time {
-	if s.intn(3) == 0 {
-		return nil
-	}
-	t := t0.Add(s.offset())
-	return &t
-}
-
 var (
+	t0           = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	fuzzBuilds   = []string{"v0", "v1", "v2", "v3"}
-	fuzzRunIDs   = []string{"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "", "r0"}
 	fuzzStatuses = []v1alpha1.VersionStatus{v1alpha1.VersionDraining, v1alpha1.VersionDraining, v1alpha1.VersionCurrent,
 		v1alpha1.VersionRamping, v1alpha1.VersionDrained, v1alpha1.VersionInactive, v1alpha1.VersionUnknown, v1alpha1.VersionNotRegistered}
 )
 
-func fuzzInput(data []byte) Input {
-	s := &byteSource{b: data}
-	in := Input{
-		Now: t0, Known: s.intn(5) != 0, Target: pick(s, fuzzBuilds...), OtherManager: s.intn(5) == 0,
-		DeploymentName: "wd", Namespace: "ns", Name: "twd",
-		Spec: Spec{
-			MaxDuration: pick(s, 0, time.Minute, time.Hour, 24*time.Hour),
-			Action:      pick[v1alpha1.DrainAction](s, "", v1alpha1.DrainDryRun, v1alpha1.DrainCancel, v1alpha1.DrainTerminate, v1alpha1.DrainCancel),
-			Signal:      pick(s, "", "nudge", "nudge"),
-		},
-	}
-	runs := func() []Run {
-		var out []Run
-		for n := s.intn(6); n > 0; n-- {
-			id := pick(s, fuzzRunIDs...)
-			out = append(out, Run{WorkflowID: "wf-" + id, RunID: id})
-		}
-		return out
-	}
-	keys := func() []string {
-		var out []string
-		for n := s.intn(4); n > 0; n-- {
-			out = append(out, RunKey(pick(s, fuzzRunIDs...)))
-		}
-		return out
+func fuzzInput(data []byte) drain.Input {
+	s := fuzzsrc.New(data)
+	in := drain.Input{
+		Now: t0, Known: s.Intn(5) != 0, Target: fuzzsrc.Pick(s, fuzzBuilds...), OtherManager: s.Intn(5) == 0,
+		DeploymentName: "wd", Namespace: "ns", Name: "twd", Spec: draintest.Spec(s),
 	}
 	for _, b := range fuzzBuilds {
-		if s.intn(5) != 0 {
-			in.Versions = append(in.Versions, Version{BuildID: b, Status: pick(s, fuzzStatuses...), DrainingSince: s.maybeTime()})
+		if s.Intn(5) != 0 {
+			in.Versions = append(in.Versions, drain.Version{BuildID: b, Status: fuzzsrc.Pick(s, fuzzStatuses...), DrainingSince: draintest.MaybeTime(s, t0)})
 		}
-		if s.intn(3) != 0 {
-			rs := runs()
-			in.Listings = append(in.Listings, Listing{BuildID: b, Count: len(rs) + pick(s, 0, 0, 1, 200), Runs: rs})
-		}
-		if s.intn(2) == 0 {
-			in.Records = append(in.Records, Record{
-				BuildID: b, DrainingSince: s.maybeTime(), SeenAt: s.maybeTime(), ListedAt: s.maybeTime(),
-				LastActionAt: pick(s, nil, ptr(t0.Add(-5*time.Second)), ptr(t0.Add(-time.Minute))),
-				Overdue:      s.intn(3), Pending: s.intn(3), StoppedRuns: keys(), SignalledRuns: keys(),
-			})
-		}
+		ls, rs := draintest.Observed(s, t0, b)
+		in.Listings, in.Records = append(in.Listings, ls...), append(in.Records, rs...)
 	}
-	if s.intn(3) == 0 {
-		// Many runs, for the rate limit.
-		for i := range 30 {
-			in.Listings = append(in.Listings, Listing{BuildID: pick(s, fuzzBuilds...), Count: 1, Runs: []Run{{WorkflowID: "many", RunID: fmt.Sprint("m", i)}}})
-		}
-	}
+	in.Listings = append(in.Listings, draintest.ManyRuns(s, fuzzBuilds)...)
 	return in
 }
 
-func ptr[T any](v T) *T { return &v }
-
 // drainViolations restates, from the input alone, what the drain may do.
-func drainViolations(in Input, r Result) []error {
+func drainViolations(in drain.Input, r drain.Result) []error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	version := func(b string) (Version, bool) {
+	version := func(b string) (drain.Version, bool) {
 		for _, v := range in.Versions {
 			if v.BuildID == b {
 				return v, true
 			}
 		}
-		return Version{}, false
+		return drain.Version{}, false
 	}
-	record := func(b string) Record {
+	record := func(b string) drain.Record {
 		for _, d := range in.Records {
 			if d.BuildID == b {
 				return d
 			}
 		}
-		return Record{}
+		return drain.Record{}
 	}
-	mayDrain := func(b string) (Version, string) {
+	mayDrain := func(b string) (drain.Version, string) {
 		v, ok := version(b)
 		switch {
 		case !in.Known:
@@ -227,7 +147,7 @@ func drainViolations(in Input, r Result) []error {
 		return v, ""
 	}
 	on := in.Spec.Action != "" || in.Spec.Signal != ""
-	for _, b := range ToList(in) {
+	for _, b := range drain.ToList(in) {
 		if _, why := mayDrain(b); why != "" {
 			bad("listed the pinned workflows of %s, but %s", b, why)
 		}
@@ -235,7 +155,7 @@ func drainViolations(in Input, r Result) []error {
 			bad("listed %s without a drain deadline or signal", b)
 		}
 	}
-	if !in.Known && !reflect.DeepEqual(r.Records, Kept(in.Records)) {
+	if !in.Known && !reflect.DeepEqual(r.Records, drain.Kept(in.Records)) {
 		bad("records changed while Temporal's state is unknown")
 	}
 	for b := range r.Records {
@@ -245,7 +165,7 @@ func drainViolations(in Input, r Result) []error {
 	}
 
 	total := 0
-	seen := map[Op]map[string]bool{}
+	seen := map[drain.Op]map[string]bool{}
 	for _, w := range r.Work {
 		v, why := mayDrain(w.BuildID)
 		if why != "" {
@@ -266,7 +186,7 @@ func drainViolations(in Input, r Result) []error {
 		stopping := in.Spec.Action == v1alpha1.DrainCancel || in.Spec.Action == v1alpha1.DrainTerminate
 		var done []string
 		switch w.Op {
-		case OpCancel, OpTerminate:
+		case drain.OpCancel, drain.OpTerminate:
 			if string(in.Spec.Action) != string(w.Op) || !pastDeadline {
 				bad("%s on %s with drainAction %q, past the deadline: %v", w.Op, w.BuildID, in.Spec.Action, pastDeadline)
 			}
@@ -274,7 +194,7 @@ func drainViolations(in Input, r Result) []error {
 				bad("%s on %s without a reason for the history", w.Op, w.BuildID)
 			}
 			done = record(w.BuildID).StoppedRuns
-		case OpSignal:
+		case drain.OpSignal:
 			if w.Signal == "" || w.Signal != in.Spec.Signal || (pastDeadline && stopping) {
 				bad("signal %q to %s with spec signal %q, past a deadline that stops: %v", w.Signal, w.BuildID, in.Spec.Signal, pastDeadline && stopping)
 			}
@@ -282,7 +202,7 @@ func drainViolations(in Input, r Result) []error {
 		default:
 			bad("unknown drain op %q", w.Op)
 		}
-		var listing []Run
+		var listing []drain.Run
 		for _, l := range in.Listings {
 			if l.BuildID == w.BuildID {
 				listing = l.Runs
@@ -296,7 +216,7 @@ func drainViolations(in Input, r Result) []error {
 			switch {
 			case !slices.Contains(listing, run):
 				bad("%s on run %+v, which this pass did not list for %s", w.Op, run, w.BuildID)
-			case slices.Contains(done, RunKey(run.RunID)):
+			case slices.Contains(done, drain.RunKey(run.RunID)):
 				bad("%s on run %s again", w.Op, run.RunID)
 			case seen[w.Op][run.RunID]:
 				bad("%s twice on run %s in one pass", w.Op, run.RunID)
@@ -305,13 +225,13 @@ func drainViolations(in Input, r Result) []error {
 		}
 		total += len(w.Runs)
 	}
-	if total > MaxActionsPerPass {
-		bad("%d workflow actions in one pass, more than %d", total, MaxActionsPerPass)
+	if total > drain.MaxActionsPerPass {
+		bad("%d workflow actions in one pass, more than %d", total, drain.MaxActionsPerPass)
 	}
 	if total > 0 {
 		for _, d := range in.Records {
-			if d.LastActionAt != nil && in.Now.Before(d.LastActionAt.Add(ActionInterval)) {
-				bad("acted on workflows %s after the last action, within %s", in.Now.Sub(*d.LastActionAt), ActionInterval)
+			if d.LastActionAt != nil && in.Now.Before(d.LastActionAt.Add(drain.ActionInterval)) {
+				bad("acted on workflows %s after the last action, within %s", in.Now.Sub(*d.LastActionAt), drain.ActionInterval)
 			}
 		}
 	}
@@ -321,14 +241,14 @@ func drainViolations(in Input, r Result) []error {
 	return errs
 }
 
-func fuzzSummaries(data []byte) (time.Time, []Summary) {
-	s := &byteSource{b: data}
-	var out []Summary
+func fuzzSummaries(data []byte) (time.Time, []drain.Summary) {
+	s := fuzzsrc.New(data)
+	var out []drain.Summary
 	for _, b := range fuzzBuilds {
-		sum := Summary{BuildID: b, Status: pick(s, fuzzStatuses...), Routed: s.intn(4) == 0, DrainingSince: s.maybeTime()}
-		if s.intn(3) != 0 {
-			o := &OwnDrainage{Drained: s.intn(3) != 0, ChangedAt: t0.Add(s.offset()), CheckedAt: t0.Add(s.offset()), DrainingSince: t0.Add(s.offset())}
-			if sum.DrainingSince != nil && s.intn(3) != 0 {
+		sum := drain.Summary{BuildID: b, Status: fuzzsrc.Pick(s, fuzzStatuses...), Routed: s.Intn(4) == 0, DrainingSince: draintest.MaybeTime(s, t0)}
+		if s.Intn(3) != 0 {
+			o := &drain.OwnDrainage{Drained: s.Intn(3) != 0, ChangedAt: t0.Add(draintest.Offset(s)), CheckedAt: t0.Add(draintest.Offset(s)), DrainingSince: t0.Add(draintest.Offset(s))}
+			if sum.DrainingSince != nil && s.Intn(3) != 0 {
 				o.DrainingSince = *sum.DrainingSince
 			}
 			sum.Own = o
@@ -340,14 +260,14 @@ func fuzzSummaries(data []byte) (time.Time, []Summary) {
 
 // crossCheckViolations restates when an own report wins and when a
 // version is cross-checked.
-func crossCheckViolations(now time.Time, ss []Summary) []error {
+func crossCheckViolations(now time.Time, ss []drain.Summary) []error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	sameEpisode := func(s Summary) bool {
+	sameEpisode := func(s drain.Summary) bool {
 		return s.Own != nil && s.DrainingSince != nil && s.DrainingSince.Equal(s.Own.DrainingSince)
 	}
 	for _, s := range ss {
-		since, ok := OwnDrained(s)
+		since, ok := drain.OwnDrained(s)
 		switch {
 		case !ok:
 		case s.Own == nil || !s.Own.Drained:
@@ -360,15 +280,15 @@ func crossCheckViolations(now time.Time, ss []Summary) []error {
 			bad("%s drained since %s, not its own report's %s", s.BuildID, since, s.Own.ChangedAt)
 		}
 	}
-	for _, b := range ToCrossCheck(now, ss) {
-		i := slices.IndexFunc(ss, func(s Summary) bool { return s.BuildID == b })
+	for _, b := range drain.ToCrossCheck(now, ss) {
+		i := slices.IndexFunc(ss, func(s drain.Summary) bool { return s.BuildID == b })
 		s := ss[i]
 		switch {
 		case s.Routed || s.Status != v1alpha1.VersionDraining || s.DrainingSince == nil:
 			bad("cross-checked %s, which the summary calls %s (routed: %v, draining since %v)", b, s.Status, s.Routed, s.DrainingSince)
-		case now.Before(s.DrainingSince.Add(drainageCrossCheckAfter)):
+		case now.Before(s.DrainingSince.Add(drain.CrossCheckAfter)):
 			bad("cross-checked %s, draining only %s", b, now.Sub(*s.DrainingSince))
-		case sameEpisode(s) && now.Before(s.Own.CheckedAt.Add(drainageCrossCheckEvery)):
+		case sameEpisode(s) && now.Before(s.Own.CheckedAt.Add(drain.CrossCheckEvery)):
 			bad("cross-checked %s again %s after the last check", b, now.Sub(s.Own.CheckedAt))
 		}
 	}

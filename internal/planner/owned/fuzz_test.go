@@ -1,10 +1,9 @@
-package owned
+package owned_test
 
 import (
 	"fmt"
 	"reflect"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/rainbow-deploy/rainbow/internal/fuzzsrc"
 	"github.com/rainbow-deploy/rainbow/internal/ownedresource"
+	"github.com/rainbow-deploy/rainbow/internal/planner/owned"
+	"github.com/rainbow-deploy/rainbow/internal/planner/owned/ownedtest"
 	"github.com/rainbow-deploy/rainbow/internal/workload"
 )
 
@@ -30,11 +32,11 @@ func FuzzOwned(f *testing.F) {
 	f.Add([]byte{3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4, 6, 2, 6, 4, 3, 3, 8, 3, 2, 7, 9, 5})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := fuzzInput(data)
-		res := Plan(in)
+		res := owned.Plan(in)
 		for _, err := range ownedViolations(in, res) {
 			t.Error(err)
 		}
-		if !reflect.DeepEqual(res, Plan(fuzzInput(data))) {
+		if !reflect.DeepEqual(res, owned.Plan(fuzzInput(data))) {
 			t.Error("Plan is not deterministic")
 		}
 	})
@@ -43,82 +45,43 @@ func FuzzOwned(f *testing.F) {
 // TestOwnedRandom runs the invariants on many generated inputs as part of
 // the normal test run.
 func TestOwnedRandom(t *testing.T) {
-	data := make([]byte, 128)
-	x := uint32(2463534242)
 	applied, deleted := 0, 0
-	for n := 0; n < 5000; n++ {
-		for i := range data {
-			x ^= x << 13
-			x ^= x >> 17
-			x ^= x << 5
-			data[i] = byte(x)
-		}
+	fuzzsrc.EachRandom(t, 2463534242, 5000, 128, func(data []byte) []error {
 		in := fuzzInput(data)
-		res := Plan(in)
-		for _, err := range ownedViolations(in, res) {
-			t.Fatalf("input %x: %v", data, err)
-		}
+		res := owned.Plan(in)
 		for _, w := range res.Work {
 			applied += len(w.Apply)
 			deleted += len(w.Delete)
 		}
-	}
+		return ownedViolations(in, res)
+	})
 	if applied < 100 || deleted < 100 {
 		t.Fatalf("%d copies applied and %d deleted: the generator misses the interesting cases", applied, deleted)
 	}
 }
 
-// source reads choices from fuzz data, then zeros.
-type source []byte
-
-func (s *source) intn(n int) int {
-	if len(*s) == 0 {
-		return 0
-	}
-	c := (*s)[0]
-	*s = (*s)[1:]
-	return int(c) % n
-}
-
-func (s *source) bool() bool { return s.intn(2) == 1 }
-
-func pick[T any](s *source, xs ...T) T { return xs[s.intn(len(xs))] }
-
 var builds = []string{"v0", "v1", "v2", "v3"}
 
-func fuzzInput(data []byte) Input {
-	s := source(data)
-	in := Input{Now: t0, Namespace: "ns", Name: "w", TemporalNamespace: "tns", DeploymentName: "ns/w",
-		BannedKinds: pick(&s, nil, []string{"Deployment"}, []string{"ConfigMap"})}
+func fuzzInput(data []byte) owned.Input {
+	s := fuzzsrc.New(data)
+	in := owned.Input{Now: t0, Namespace: "ns", Name: "w", TemporalNamespace: "tns", DeploymentName: "ns/w",
+		BannedKinds: fuzzsrc.Pick(s, nil, []string{"Deployment"}, []string{"ConfigMap"})}
 	for _, b := range append(builds, "v1") {
-		if s.intn(4) != 0 {
-			in.Deployments = append(in.Deployments, Deployment{BuildID: b, Name: "w-" + b, UID: pick(&s, "", "uid-"+b, "uid-"+b), Running: s.intn(3) != 0})
+		if s.Intn(4) != 0 {
+			in.Deployments = append(in.Deployments, owned.Deployment{BuildID: b, Name: "w-" + b, UID: fuzzsrc.Pick(s, "", "uid-"+b, "uid-"+b), Running: s.Intn(3) != 0})
 		}
 	}
-	objects := []map[string]any{nil,
+	objects := append([]map[string]any{nil,
 		{"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "spec": map[string]any{"scaleTargetRef": nil, "maxReplicas": int64(5)}},
 		{"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "spec": map[string]any{"selector": map[string]any{"matchLabels": nil}}},
-		{"apiVersion": "v1", "kind": "ConfigMap", "data": map[string]any{"b": `{{ if eq .BuildID "v2" }}{{ .Nope }}{{ end }}`}},
-		{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding"},
-		{"apiVersion": "apps/v1", "kind": "Deployment"},
-		{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"namespace": "other"}}}
-	kinds := []string{"autoscaling/v2 HorizontalPodAutoscaler", "policy/v1 PodDisruptionBudget", "apps/v1 Deployment",
-		"v1 ConfigMap", "rbac.authorization.k8s.io/v1 ClusterRole"}
+	}, ownedtest.Hazards("v2")...)
 	for _, name := range []string{"h", "p"} {
-		if s.intn(4) == 0 {
+		if s.Intn(4) == 0 {
 			continue
 		}
-		r := Resource{Name: name, Generation: int64(1 + s.intn(2)), Object: pick(&s, objects...),
-			Deleting: s.intn(4) == 0, Finalized: s.bool(), Adopted: s.bool(), ClusterScoped: s.intn(4) == 0}
-		for _, b := range append(builds, "forged") {
-			if !s.bool() {
-				continue
-			}
-			apiVersion, kind, _ := strings.Cut(pick(&s, kinds...), " ")
-			r.Copies = append(r.Copies, Copy{BuildID: b, APIVersion: apiVersion, Kind: kind,
-				Name: pick(&s, "", ownedresource.Name("w", name, b), "old"), Applied: s.bool(), Generation: int64(1 + s.intn(2)),
-				Hash: pick(&s, "", "x"), AppliedAt: pick(&s, time.Time{}, t0.Add(-time.Minute), t0.Add(-time.Hour))})
-		}
+		r := owned.Resource{Name: name, Generation: int64(1 + s.Intn(2)), Object: fuzzsrc.Pick(s, objects...),
+			Deleting: s.Intn(4) == 0, Finalized: s.Bool(), Adopted: s.Bool(), ClusterScoped: s.Intn(4) == 0}
+		r.Copies = ownedtest.Copies(s, "w", name, builds, t0)
 		in.Resources = append(in.Resources, r)
 	}
 	return in
@@ -131,10 +94,10 @@ var yes = true
 // their (TWD, TWOR, build); a running version's copy is only deleted when
 // replaced or when its TWOR goes; a deleted TWOR is never applied and only
 // it loses its finalizer; status lists each running version once.
-func ownedViolations(in Input, r Result) []error {
+func ownedViolations(in owned.Input, r owned.Result) []error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	running := map[string]Deployment{}
+	running := map[string]owned.Deployment{}
 	for _, d := range in.Deployments {
 		if _, dup := running[d.BuildID]; dup {
 			continue
@@ -142,20 +105,20 @@ func ownedViolations(in Input, r Result) []error {
 		if d.UID != "" && d.Running && d.BuildID != "" {
 			running[d.BuildID] = d
 		} else {
-			running[d.BuildID] = Deployment{} // seen, not running
+			running[d.BuildID] = owned.Deployment{} // seen, not running
 		}
 	}
-	owned := map[string]Resource{}
+	byName := map[string]owned.Resource{}
 	for _, or := range in.Resources {
-		owned[or.Name] = or
+		byName[or.Name] = or
 	}
 	for _, w := range r.Work {
-		or, ok := owned[w.Name]
+		or, ok := byName[w.Name]
 		if !ok {
 			bad("work for unknown owned resource %s", w.Name)
 			continue
 		}
-		applied := map[string]Copy{}
+		applied := map[string]owned.Copy{}
 		for _, a := range w.Apply {
 			b := a.Copy.BuildID
 			d := running[b]
@@ -190,7 +153,7 @@ func ownedViolations(in Input, r Result) []error {
 			if or.Deleting || running[c.BuildID].UID == "" {
 				continue
 			}
-			if n, ok := applied[c.BuildID]; !ok || n.sameObject(c) {
+			if n, ok := applied[c.BuildID]; !ok || n.SameObject(c) {
 				bad("%s: deletes the copy of running version %s without replacing it", w.Name, c.BuildID)
 			}
 		}
@@ -202,7 +165,7 @@ func ownedViolations(in Input, r Result) []error {
 		}
 	}
 	for _, st := range r.Status {
-		if owned[st.Name].Deleting {
+		if byName[st.Name].Deleting {
 			bad("status planned for %s, which is being deleted", st.Name)
 		}
 		seen := map[string]bool{}
@@ -221,7 +184,7 @@ func ownedViolations(in Input, r Result) []error {
 	return errs
 }
 
-func recorded(or Resource, c Copy) bool {
+func recorded(or owned.Resource, c owned.Copy) bool {
 	for _, rc := range or.Copies {
 		if rc == c && rc.Name != "" {
 			return true
@@ -230,7 +193,7 @@ func recorded(or Resource, c Copy) bool {
 	return false
 }
 
-func objectNamespace(or Resource) string {
+func objectNamespace(or owned.Resource) string {
 	md, _ := or.Object["metadata"].(map[string]any)
 	ns, _ := md["namespace"].(string)
 	return ns
@@ -243,20 +206,20 @@ func objectNamespace(or Resource) string {
 // DeleteRefusal lets only a namespaced object of this namespace, of a kind
 // not banned, go that carries the owned resource's and the TWD's labels
 // and, as controller, an owner reference to the Deployment of its build ID.
-func deleteViolations(in Input, owned string, c Copy) []error {
+func deleteViolations(in owned.Input, name string, c owned.Copy) []error {
 	var errs []error
-	ours := func(d Deployment) map[string]string {
-		return map[string]string{ownedresource.LabelOwnedResource: workload.WorkerLabel(owned), workload.LabelWorker: workload.WorkerLabel(in.Name), workload.LabelBuildID: d.BuildID}
+	ours := func(d owned.Deployment) map[string]string {
+		return map[string]string{ownedresource.LabelOwnedResource: workload.WorkerLabel(name), workload.LabelWorker: workload.WorkerLabel(in.Name), workload.LabelBuildID: d.BuildID}
 	}
-	var seen []ObservedObject
-	all := append(slices.Clone(in.Deployments), Deployment{BuildID: "x", UID: "foreign"})
+	var seen []owned.ObservedObject
+	all := append(slices.Clone(in.Deployments), owned.Deployment{BuildID: "x", UID: "foreign"})
 	for _, d := range all {
 		ref := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, UID: types.UID(d.UID), Controller: &yes}
 		twd := metav1.OwnerReference{APIVersion: "temporal.io/v1alpha1", Kind: "TemporalWorkerDeployment", Name: in.Name, UID: "twd", Controller: &yes}
 		notController := ref
 		notController.Controller = nil
 		versioned := map[string]string{workload.LabelWorker: workload.WorkerLabel(in.Name), workload.LabelBuildID: d.BuildID}
-		for _, o := range []ObservedObject{
+		for _, o := range []owned.ObservedObject{
 			{Namespaced: true, Namespace: in.Namespace, UID: "c", Labels: ours(d), Owners: []metav1.OwnerReference{ref}},
 			{Namespaced: true, Namespace: in.Namespace, UID: "c", Labels: ours(d), Owners: []metav1.OwnerReference{notController}},
 			{Namespaced: true, Namespace: in.Namespace, UID: "c", Labels: ours(all[0]), Owners: []metav1.OwnerReference{ref}},
@@ -270,17 +233,17 @@ func deleteViolations(in Input, owned string, c Copy) []error {
 		}
 	}
 	for _, o := range seen {
-		if DeleteRefusal(in, owned, c, o) != nil {
+		if owned.DeleteRefusal(in, name, c, o) != nil {
 			continue
 		}
 		gv, _ := schema.ParseGroupVersion(c.APIVersion)
 		ref := metav1.GetControllerOfNoCopy(&metav1.ObjectMeta{OwnerReferences: o.Owners})
-		versionOwns := ref != nil && ref.Kind == "Deployment" && slices.ContainsFunc(in.Deployments, func(d Deployment) bool {
+		versionOwns := ref != nil && ref.Kind == "Deployment" && slices.ContainsFunc(in.Deployments, func(d owned.Deployment) bool {
 			return d.UID != "" && types.UID(d.UID) == ref.UID && d.BuildID == o.Labels[workload.LabelBuildID]
 		})
-		if !o.Namespaced || o.Namespace != in.Namespace || o.Labels[ownedresource.LabelOwnedResource] != workload.WorkerLabel(owned) ||
+		if !o.Namespaced || o.Namespace != in.Namespace || o.Labels[ownedresource.LabelOwnedResource] != workload.WorkerLabel(name) ||
 			!versionOwns || gv.Group == "rbac.authorization.k8s.io" || slices.Contains(in.BannedKinds, c.Kind) {
-			errs = append(errs, fmt.Errorf("%s: %s %s may be deleted as %+v", owned, c.Kind, c.Name, o))
+			errs = append(errs, fmt.Errorf("%s: %s %s may be deleted as %+v", name, c.Kind, c.Name, o))
 		}
 	}
 	return errs

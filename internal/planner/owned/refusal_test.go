@@ -18,7 +18,7 @@ func TestDeleteRefusal(t *testing.T) {
 		{BuildID: "v1", Name: "worker-v1", UID: "uid-v1", Running: true},
 		{BuildID: "v2", Name: "worker-v2", UID: "uid-v2", Running: true},
 	}}
-	d := in.Deployments[0]
+	d, yes := in.Deployments[0], true
 	c := Copy{BuildID: d.BuildID, APIVersion: "autoscaling/v2", Kind: "HorizontalPodAutoscaler", Name: ownedresource.Name(in.Name, "hpa", d.BuildID)}
 	labels := map[string]string{ownedresource.LabelOwnedResource: "hpa", workload.LabelWorker: workload.WorkerLabel(in.Name), workload.LabelBuildID: d.BuildID}
 	owner := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, UID: types.UID("uid-" + d.BuildID), Controller: &yes}
