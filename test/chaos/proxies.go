@@ -59,10 +59,6 @@ func (s *Scenario) KubeProxy() (*faultproxy.Kube, string) {
 	return k, "--kubeconfig=" + path
 }
 
-// controllerCall reports whether the controller, not a worker, made a call:
-// the worker deployment RPCs are the controller's alone.
-func controllerCall(c faultproxy.Call) bool { return faultproxy.WorkerDeploymentAPIs(c.Method) }
-
 // callsBetween counts the calls of method (a suffix) that started in
 // [from, to) and how many of them failed.
 func callsBetween(calls []faultproxy.Call, method string, from, to time.Time) (all, failed int) {

@@ -63,11 +63,6 @@ func (r *rollout) startWork(n int, in demoworker.WorkInput) []client.WorkflowRun
 	return runs
 }
 
-func (r *rollout) replicas(build string) int32 {
-	r.Helper()
-	return ptr.Deref(r.deployment(build).Spec.Replicas, 1)
-}
-
 // waitReplicas waits until the HPA (or the controller) set build's
 // replicas to what ok accepts, and returns how long that took.
 func (r *rollout) waitReplicas(timeout time.Duration, build, expected string, ok func(int32) bool) time.Duration {
@@ -160,15 +155,6 @@ func TestBacklogAutoscaling(t *testing.T) {
 	}
 	t.Logf("backlog: scaled up %s after %d tasks were queued (at most %d replicas, backlog at most %d); every task done after %s; back to 1 replica %s after that",
 		res.ScaledUp.Round(time.Second), 20, res.MostReplicas, res.MostBacklog, res.Done.Round(time.Second), res.ScaledDown.Round(time.Second))
-}
-
-func findHPACondition(h *autoscalingv2.HorizontalPodAutoscaler, typ autoscalingv2.HorizontalPodAutoscalerConditionType) *autoscalingv2.HorizontalPodAutoscalerCondition {
-	for i := range h.Status.Conditions {
-		if h.Status.Conditions[i].Type == typ {
-			return &h.Status.Conditions[i]
-		}
-	}
-	return nil
 }
 
 // TestZeroedVersionWithPinnedWorkGetsWorkersBack: a draining version that
