@@ -125,7 +125,8 @@ func TestConnectionSecretProblems(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReady(tt, "mtls", v1.ReasonTemporalClientCreationFailed, 40*time.Second,
-		"over TLS with the client certificate in Secret client-tls", "spec.hostPort", "ca.crt in Secret client-tls")
+		"over TLS with the client certificate in Secret client-tls", "first record does not look like a TLS handshake",
+		"The server speaks plaintext at spec.hostPort")
 }
 
 // TestConnectionUnreachable: nothing listens at the address, and the
