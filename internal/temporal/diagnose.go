@@ -67,12 +67,12 @@ func serverName(spec v1alpha1.TemporalConnectionSpec) string {
 	return spec.HostPort
 }
 
-// explain adds the server's verdict on the client certificate to err, a
-// failed dial or health check over TLS. With TLS 1.3 a server refuses a
+// explain adds the server's verdict on the client certificate (or on its
+// absence) to err, a failed dial or health check over TLS. With TLS 1.3 a server refuses a
 // client certificate only after the handshake, so gRPC sees no more than
 // a broken pipe; one plain handshake and read shows the server's alert.
 func explain(ctx context.Context, params ConnectionParams, err error) error {
-	if err == nil || !params.TLS || len(params.ClientCert) == 0 || ctx.Err() != nil {
+	if err == nil || !params.TLS || ctx.Err() != nil {
 		return err
 	}
 	cfg, cerr := params.tlsConfig()

@@ -1,13 +1,18 @@
 package temporal
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/dev/localenv/temporalauth"
+	"github.com/rainbow-deploy/rainbow/test/harness"
 )
 
 // TestFix: each TLS or credential failure, as gRPC reports it, names the
@@ -54,6 +59,69 @@ func TestFix(t *testing.T) {
 			if !strings.Contains(got, w) {
 				t.Errorf("%s: advice %q lacks %q", name, got, w)
 			}
+		}
+	}
+}
+
+// TestExplainShowsTheServersVerdict: a server that refuses the client
+// certificate after a TLS 1.3 handshake is named as refusing it; one that
+// accepts it adds nothing to the error.
+func TestExplainShowsTheServersVerdict(t *testing.T) {
+	auth, err := temporalauth.New("server CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	crt, key, err := auth.ServerCert([]string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(crt, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{
+		Certificates: []tls.Certificate{pair}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: auth.CAPool(),
+		MinVersion: tls.VersionTLS13, NextProtos: []string{"h2"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				// Speaks first once the handshake passed, as HTTP/2 does.
+				if c.(*tls.Conn).Handshake() == nil {
+					_, _ = c.Write([]byte("settings"))
+				}
+				time.Sleep(time.Second)
+			}()
+		}
+	}()
+	now := time.Now()
+	accepted, acceptedKey, _ := auth.ClientCert("ok", now.Add(-time.Hour), now.Add(time.Hour))
+	unknown, unknownKey := harness.ClientCertPEM(t, now.Add(-time.Hour), now.Add(time.Hour))
+	dialErr := errors.New("failed reaching server: write: broken pipe")
+	for name, tc := range map[string]struct {
+		crt, key []byte
+		refused  bool
+	}{
+		"unknown certificate": {unknown, unknownKey, true},
+		"no certificate":      {nil, nil, true},
+		"accepted":            {accepted, acceptedKey, false},
+	} {
+		p := ConnectionParams{HostPort: l.Addr().String(), TLS: true, ClientCert: tc.crt, ClientKey: tc.key, CA: auth.CAPEM}
+		got := explain(context.Background(), p, dialErr)
+		if !errors.Is(got, dialErr) {
+			t.Errorf("%s: %v does not wrap the dial error", name, got)
+		}
+		if refused := strings.Contains(got.Error(), "remote error: tls:"); refused != tc.refused {
+			t.Errorf("%s: %v, want the server's refusal: %v", name, got, tc.refused)
 		}
 	}
 }
