@@ -20,7 +20,9 @@ type TemporalConnectionSpec struct {
 	MutualTLSSecretRef *SecretReference `json:"mutualTLSSecretRef,omitempty"`
 
 	// APIKeySecretRef selects the key of a Secret in the same namespace that
-	// holds an API key. Connections with an API key use TLS.
+	// holds an API key. Connections with an API key use TLS; ca.crt in the
+	// same Secret, if present, is the CA that signed the server's
+	// certificate.
 	// +optional
 	APIKeySecretRef *SecretKeyReference `json:"apiKeySecretRef,omitempty"`
 

@@ -134,6 +134,14 @@ func ParamsFromSecrets(spec v1alpha1.TemporalConnectionSpec, namespace string, t
 		p.APIKey = key
 		// Temporal refuses API keys over plaintext.
 		p.TLS = true
+		// A server whose certificate is from a private CA needs that CA
+		// with an API key too; only the mTLS Secret could carry it.
+		if ca, ok := apiKeySecret.Data[SecretKeyCA]; ok {
+			if !x509.NewCertPool().AppendCertsFromPEM(ca) {
+				return ConnectionParams{}, invalid("Secret %s key %q holds no PEM certificate: store the CA that signed the server's certificate, or remove the key to use the system roots", ref.Name, SecretKeyCA)
+			}
+			p.CA = ca
+		}
 	}
 	return p, nil
 }

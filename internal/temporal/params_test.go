@@ -88,6 +88,15 @@ func TestParamsFromSecretsAPIKey(t *testing.T) {
 	if strings.Contains(p.String(), "s3cret") {
 		t.Errorf("String() leaks the key: %s", p)
 	}
+	// A private CA travels with the key, as with a client certificate.
+	ca, _ := harness.ClientCertPEM(t, now.Add(-time.Hour), now.Add(time.Hour))
+	p, prob = ParamsFromSecrets(spec, "ns", nil, secret("api", map[string][]byte{"key": []byte("s3cret"), "ca.crt": ca}), now)
+	if prob != nil || string(p.CA) != string(ca) {
+		t.Fatalf("with ca.crt: params %+v problem %+v", p, prob)
+	}
+	if cfg, err := p.tlsConfig(); err != nil || cfg.RootCAs == nil {
+		t.Fatalf("with ca.crt: tlsConfig %v, %v", cfg, err)
+	}
 	for name, tc := range map[string]struct {
 		s    *corev1.Secret
 		want []string
@@ -95,6 +104,7 @@ func TestParamsFromSecretsAPIKey(t *testing.T) {
 		"not found":   {nil, []string{"Secret api not found", `"key"`}},
 		"missing key": {secret("api", map[string][]byte{"other": []byte("x")}), []string{"Secret api has no key \"key\"", `"other"`}},
 		"empty":       {secret("api", map[string][]byte{"key": []byte(" \n")}), []string{"Secret api key \"key\" is empty"}},
+		"garbage CA":  {secret("api", map[string][]byte{"key": []byte("k"), "ca.crt": []byte("junk")}), []string{"Secret api", `"ca.crt"`, "no PEM"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, prob := ParamsFromSecrets(spec, "ns", nil, tc.s, now)

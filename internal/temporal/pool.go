@@ -293,11 +293,11 @@ func (p *Pool) connect(ctx context.Context, params ConnectionParams) (client.Cli
 	defer cancel()
 	c, err := p.dial(ctx, opts)
 	if err != nil {
-		return nil, "", fmt.Errorf("connect to Temporal at %s: %w", params, err)
+		return nil, "", explain(ctx, params, fmt.Errorf("connect to Temporal at %s: %w", params, err))
 	}
 	if _, err := c.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
 		c.Close()
-		return nil, "", fmt.Errorf("Temporal at %s is not healthy: %w", params, err)
+		return nil, "", explain(ctx, params, fmt.Errorf("Temporal at %s is not healthy: %w", params, err))
 	}
 	// The health check is not namespaced; this checks that the namespace
 	// exists and the credentials may use it.

@@ -23,11 +23,11 @@ func (p *Pool) Probe(ctx context.Context, params ConnectionParams) (serverVersio
 	defer cancel()
 	c, err := p.dial(ctx, opts)
 	if err != nil {
-		return "", err
+		return "", explain(ctx, params, err)
 	}
 	defer c.Close()
 	if _, err := c.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
-		return "", fmt.Errorf("health check: %w", err)
+		return "", explain(ctx, params, fmt.Errorf("health check: %w", err))
 	}
 	info, err := c.WorkflowService().GetSystemInfo(ctx, &workflowservice.GetSystemInfoRequest{})
 	if err != nil {

@@ -75,7 +75,8 @@ type Connection struct {
 	Address string
 	// MutualTLSSecret names the Secret with tls.crt, tls.key and maybe ca.crt.
 	MutualTLSSecret string
-	HasCA           bool
+	// HasCA: the Secret (the mTLS one, or else the API key's) has ca.crt.
+	HasCA bool
 	// APIKey selects the Secret key holding an API key.
 	APIKey     *v1alpha1.SecretKeyReference
 	ServerName string
@@ -297,13 +298,20 @@ func ApplyConnection(tpl *corev1.PodTemplateSpec, id Identity, conn Connection) 
 	if conn.ServerName != "" {
 		env = append(env, corev1.EnvVar{Name: workerenv.TLSServerName, Value: conn.ServerName})
 	}
+	// The volume with the CA, and the client certificate if there is one.
+	var tlsSource *corev1.SecretVolumeSource
 	if conn.MutualTLSSecret != "" {
 		env = append(env,
 			corev1.EnvVar{Name: workerenv.TLSClientCert, Value: tlsMountPath + "/tls.crt"},
 			corev1.EnvVar{Name: workerenv.TLSClientKey, Value: tlsMountPath + "/tls.key"})
-		if conn.HasCA {
-			env = append(env, corev1.EnvVar{Name: workerenv.TLSServerCA, Value: tlsMountPath + "/ca.crt"})
-		}
+		tlsSource = &corev1.SecretVolumeSource{SecretName: conn.MutualTLSSecret, DefaultMode: ptr.To[int32](0o440)}
+	} else if conn.APIKey != nil && conn.HasCA {
+		// Only the CA: the API key itself stays in the environment.
+		tlsSource = &corev1.SecretVolumeSource{SecretName: conn.APIKey.Name, DefaultMode: ptr.To[int32](0o440),
+			Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}
+	}
+	if tlsSource != nil && conn.HasCA {
+		env = append(env, corev1.EnvVar{Name: workerenv.TLSServerCA, Value: tlsMountPath + "/ca.crt"})
 	}
 	if conn.APIKey != nil {
 		env = append(env,
@@ -314,16 +322,14 @@ func ApplyConnection(tpl *corev1.PodTemplateSpec, id Identity, conn Connection) 
 	}
 
 	spec.Volumes = without(spec.Volumes, tlsVolume, func(v corev1.Volume) string { return v.Name })
-	if conn.MutualTLSSecret != "" {
-		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: tlsVolume, VolumeSource: corev1.VolumeSource{
-			Secret: &corev1.SecretVolumeSource{SecretName: conn.MutualTLSSecret, DefaultMode: ptr.To[int32](0o440)},
-		}})
+	if tlsSource != nil {
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: tlsVolume, VolumeSource: corev1.VolumeSource{Secret: tlsSource}})
 	}
 	for i := range spec.Containers {
 		c := &spec.Containers[i]
 		c.Env = setEnv(c.Env, env)
 		c.VolumeMounts = without(c.VolumeMounts, tlsVolume, func(m corev1.VolumeMount) string { return m.Name })
-		if conn.MutualTLSSecret != "" {
+		if tlsSource != nil {
 			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: tlsVolume, MountPath: tlsMountPath, ReadOnly: true})
 		}
 	}

@@ -114,6 +114,21 @@ func TestApplyConnectionIsIdempotentAndReplaces(t *testing.T) {
 		t.Error("connection hash did not change")
 	}
 
+	// An API key Secret with ca.crt mounts only the CA.
+	apiKeyCA := apiKey
+	apiKeyCA.HasCA = true
+	ApplyConnection(&d.Spec.Template, id, apiKeyCA)
+	c = d.Spec.Template.Spec.Containers[0]
+	env = envOf(c)
+	if vols := d.Spec.Template.Spec.Volumes; len(vols) != 1 || vols[0].Secret.SecretName != "key" ||
+		len(vols[0].Secret.Items) != 1 || vols[0].Secret.Items[0].Key != "ca.crt" || len(c.VolumeMounts) != 1 {
+		t.Errorf("API key CA volume = %v mounts = %v", vols, c.VolumeMounts)
+	}
+	if env[workerenv.TLSServerCA].Value != "/etc/temporal/tls/ca.crt" || env[workerenv.TLSClientCert].Value != "" {
+		t.Errorf("API key CA env = %v", c.Env)
+	}
+	ApplyConnection(&d.Spec.Template, id, apiKey)
+
 	// Rotated Secret contents change the hash, so pods restart.
 	before := d.Spec.Template.Annotations[AnnotationConnectionHash]
 	apiKey.CredentialsVersion = "2"

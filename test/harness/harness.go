@@ -14,6 +14,8 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -42,6 +44,7 @@ import (
 	"github.com/rainbow-deploy/rainbow/dev/demoworker"
 	"github.com/rainbow-deploy/rainbow/dev/localenv"
 	"github.com/rainbow-deploy/rainbow/dev/localenv/process"
+	"github.com/rainbow-deploy/rainbow/dev/localenv/temporalauth"
 )
 
 // Env is a running local environment and clients for it.
@@ -112,13 +115,19 @@ func RepoRoot() (string, error) {
 }
 
 // Start starts a devenv on free ports, or attaches to RAINBOW_ENV_DIR.
-func Start() (*Env, error) {
+func Start() (*Env, error) { return start(true) }
+
+// StartWith starts a devenv of its own on free ports with extra flags
+// (--temporal-tls=mtls, say), whatever RAINBOW_ENV_DIR says.
+func StartWith(args ...string) (*Env, error) { return start(false, args...) }
+
+func start(reuse bool, args ...string) (*Env, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, err
 	}
 	e := &Env{Root: root, BinDir: filepath.Join(root, ".cache", "bin")}
-	if dir := os.Getenv("RAINBOW_ENV_DIR"); dir != "" {
+	if dir := os.Getenv("RAINBOW_ENV_DIR"); dir != "" && reuse {
 		if e.Info, err = localenv.ReadInfo(dir); err != nil {
 			return nil, fmt.Errorf("RAINBOW_ENV_DIR=%s: no running environment there: %w", dir, err)
 		}
@@ -132,7 +141,7 @@ func Start() (*Env, error) {
 	// Free ports are picked by devenv; another test package's environment
 	// starting at the same moment may take one first. Try again then.
 	for attempt := 1; ; attempt++ {
-		err := e.startDevenv(root)
+		err := e.startDevenv(root, args)
 		if err == nil {
 			return e, nil
 		}
@@ -143,7 +152,7 @@ func Start() (*Env, error) {
 }
 
 // startDevenv starts one devenv and waits until it is ready.
-func (e *Env) startDevenv(root string) error {
+func (e *Env) startDevenv(root string, extra []string) error {
 	dir, err := os.MkdirTemp("", "rainbow-env-")
 	if err != nil {
 		return err
@@ -154,6 +163,7 @@ func (e *Env) startDevenv(root string) error {
 		"--program-dir=" + e.BinDir,
 		"--apiserver-port=0", "--temporal-port=0", "--temporal-ui-port=-1",
 	}
+	args = append(args, extra...)
 	e.proc, err = process.Start("devenv", filepath.Join(e.BinDir, "devenv"), args, os.Environ(), filepath.Join(dir, "devenv.log"))
 	if err != nil {
 		return err
@@ -221,8 +231,46 @@ func (e *Env) connect() error {
 	if e.Kube, err = crclient.New(e.REST, crclient.Options{Scheme: e.Scheme}); err != nil {
 		return err
 	}
-	e.Temporal, err = client.Dial(client.Options{HostPort: e.Info.TemporalAddress, Namespace: e.Info.TemporalNamespace, Logger: quietLogger{}})
+	opts, err := e.TemporalOptions()
+	if err != nil {
+		return err
+	}
+	e.Temporal, err = client.Dial(opts)
 	return err
+}
+
+// TemporalOptions dial the environment's Temporal with the credentials
+// devenv made, if it asks for any.
+func (e *Env) TemporalOptions() (client.Options, error) {
+	opts := client.Options{HostPort: e.Info.TemporalAddress, Namespace: e.Info.TemporalNamespace, Logger: quietLogger{}}
+	if t := e.Info.TemporalTLS; t != nil {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM([]byte(t.CA)) {
+			return opts, errors.New("env.json: temporalTLS.ca holds no PEM certificate")
+		}
+		cfg := &tls.Config{RootCAs: pool, ServerName: t.ServerName, MinVersion: tls.VersionTLS12}
+		if t.ClientAuth {
+			pair, err := tls.X509KeyPair([]byte(t.ClientCert), []byte(t.ClientKey))
+			if err != nil {
+				return opts, fmt.Errorf("env.json: temporalTLS client certificate: %w", err)
+			}
+			cfg.Certificates = []tls.Certificate{pair}
+		}
+		opts.ConnectionOptions.TLS = cfg
+	}
+	if k := e.Info.TemporalAPIKey; k != "" {
+		opts.Credentials = client.NewAPIKeyStaticCredentials(k)
+	}
+	return opts, nil
+}
+
+// Authority is what the environment's Temporal trusts, to issue client
+// certificates and API keys it accepts.
+func (e *Env) Authority() (*temporalauth.Authority, error) {
+	if e.Info.TemporalAuthDir == "" {
+		return nil, errors.New("this environment's Temporal runs without TLS or API keys (devenv --temporal-tls, --temporal-auth)")
+	}
+	return temporalauth.Load(e.Info.TemporalAuthDir)
 }
 
 // Stop stops the environment if this harness started it.

@@ -27,7 +27,7 @@ func waitReady(tt *harness.T, name, reason string, timeout time.Duration, parts 
 	tt.Helper()
 	conn := &v1.TemporalConnection{}
 	tt.Eventually(timeout, fmt.Sprintf("TemporalConnection %s Ready reason %s, message with %q", name, reason, parts), func() (bool, string) {
-		if err := env.Kube.Get(context.Background(), crclient.ObjectKey{Namespace: tt.Namespace, Name: name}, conn); err != nil {
+		if err := tt.Env.Kube.Get(context.Background(), crclient.ObjectKey{Namespace: tt.Namespace, Name: name}, conn); err != nil {
 			return false, err.Error()
 		}
 		c := meta.FindStatusCondition(conn.Status.Conditions, v1.ConditionReady)
@@ -51,7 +51,7 @@ func waitReady(tt *harness.T, name, reason string, timeout time.Duration, parts 
 func newConnection(tt *harness.T, name string, spec v1.TemporalConnectionSpec) *v1.TemporalConnection {
 	tt.Helper()
 	conn := &v1.TemporalConnection{ObjectMeta: metav1.ObjectMeta{Namespace: tt.Namespace, Name: name}, Spec: spec}
-	if err := env.Kube.Create(context.Background(), conn); err != nil {
+	if err := tt.Env.Kube.Create(context.Background(), conn); err != nil {
 		tt.Fatal(err)
 	}
 	return conn
@@ -125,7 +125,8 @@ func TestConnectionSecretProblems(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReady(tt, "mtls", v1.ReasonTemporalClientCreationFailed, 40*time.Second,
-		"over TLS with the client certificate in Secret client-tls", "spec.hostPort", "ca.crt in Secret client-tls")
+		"over TLS with the client certificate in Secret client-tls", "first record does not look like a TLS handshake",
+		"The server speaks plaintext at spec.hostPort")
 }
 
 // TestConnectionUnreachable: nothing listens at the address, and the

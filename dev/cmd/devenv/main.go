@@ -37,6 +37,8 @@ func main() {
 		apiPort, etcdPort              int
 		tOpts                          temporaldev.Options
 		programs, programDirs, dyn     listFlag
+		tlsMode                        tlsFlag
+		auth                           string
 	)
 	flag.StringVar(&dir, "dir", ".dev", "state directory: kubeconfig, env.json, logs, pod directories (wiped on start)")
 	flag.StringVar(&kubeBin, "kube-bin-dir", ".cache/kube", "directory holding etcd, kube-apiserver and kube-controller-manager")
@@ -53,19 +55,21 @@ func main() {
 	flag.StringVar(&ns, "temporal-namespace", "default", "Temporal namespace to create")
 	flag.StringVar(&db, "temporal-db", "", "SQLite file for Temporal (empty = in memory)")
 	flag.Var(&dyn, "temporal-dynamic-config", "key=value: Temporal dynamic config override (repeatable)")
+	flag.Var(&tlsMode, "temporal-tls", "serve Temporal over TLS with a CA devenv makes; =mtls also requires client certificates signed by it")
+	flag.StringVar(&auth, "temporal-auth", "none", "none, or api-key: Temporal refuses requests without an API key devenv issued (implies --temporal-tls)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	tOpts.Namespaces = []string{ns}
 	tOpts.DBFile = db
-	if err := run(ctx, dir, kubeBin, nodeName, apiPort, etcdPort, tOpts, programs, programDirs, dyn); err != nil {
+	if err := run(ctx, dir, kubeBin, nodeName, apiPort, etcdPort, tOpts, programs, programDirs, dyn, tlsMode, auth); err != nil {
 		fmt.Fprintln(os.Stderr, "devenv:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, dir, kubeBin, nodeName string, apiPort, etcdPort int, tOpts temporaldev.Options, programs, programDirs, dyn []string) error {
+func run(ctx context.Context, dir, kubeBin, nodeName string, apiPort, etcdPort int, tOpts temporaldev.Options, programs, programDirs, dyn []string, tlsMode tlsFlag, auth string) error {
 	log := logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	progress := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "devenv: "+format+"\n", args...) }
 
@@ -105,6 +109,11 @@ func run(ctx context.Context, dir, kubeBin, nodeName string, apiPort, etcdPort i
 	// A test that writes this file holds routing changes back from the
 	// task queues' non-root partitions (test/integration/propagation_test.go).
 	tOpts.PropagationHold = filepath.Join(dir, temporaldev.PropagationHoldFile)
+
+	sec, err := setupSecurity(dir, tlsMode, auth, tOpts.Namespaces[0], &tOpts)
+	if err != nil {
+		return err
+	}
 
 	start := time.Now()
 	progress("starting Temporal dev server")
@@ -161,6 +170,9 @@ func run(ctx context.Context, dir, kubeBin, nodeName string, apiPort, etcdPort i
 		agentDone <- err // let the deferred stop return
 		return fmt.Errorf("node agent stopped: %w", errors.Join(err, errors.New("see the log above")))
 	}
+	if err := sec.createSecrets(ctx, client); err != nil {
+		return err
+	}
 	if err := waitForMetricsAPI(ctx, client); err != nil {
 		progress("the resource metrics API is not available (kubectl top, HPAs on CPU): %v", err)
 	}
@@ -177,6 +189,7 @@ func run(ctx context.Context, dir, kubeBin, nodeName string, apiPort, etcdPort i
 		TemporalMetrics:   temporal.MetricsURL(),
 		HostIP:            agent.HostIP(),
 	}
+	sec.describe(&info)
 	if err := info.Write(dir); err != nil {
 		return err
 	}
@@ -189,8 +202,9 @@ func run(ctx context.Context, dir, kubeBin, nodeName string, apiPort, etcdPort i
   Temporal UI      %s
   Logs             %s/logs, %s/temporal.log, %s/pods/<pod>/<container>.log
 
+%s
 Press Ctrl-C to stop.
-`, info.APIServer, info.Kubeconfig, info.TemporalAddress, info.TemporalNamespace, orNone(info.TemporalUI), dir, dir, dir)
+`, info.APIServer, info.Kubeconfig, info.TemporalAddress, info.TemporalNamespace, orNone(info.TemporalUI), dir, dir, dir, sec.summary())
 
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()

@@ -47,6 +47,11 @@ func reachableMessage(spec v1alpha1.TemporalConnectionSpec, tls bool, serverVers
 func unreachableMessage(spec v1alpha1.TemporalConnectionSpec, tls bool, err error) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Temporal at %s did not answer a health check over %s with %s: %v. ", spec.HostPort, transport(spec, tls), auth(spec), err)
+	if fix := temporal.Fix(spec, err); fix != "" {
+		// The error says what is wrong: name that alone.
+		b.WriteString(strings.ToUpper(fix[:1]) + fix[1:])
+		return b.String()
+	}
 	b.WriteString("Check that spec.hostPort is the frontend's gRPC address and that the controller can reach it")
 	if !tls {
 		b.WriteString("; if the server expects TLS, set spec.tlsServerName, or give credentials with spec.mutualTLSSecretRef or spec.apiKeySecretRef (both turn TLS on)")
@@ -60,6 +65,8 @@ func unreachableMessage(spec v1alpha1.TemporalConnectionSpec, tls bool, err erro
 	}
 	if ref := spec.MutualTLSSecretRef; ref != nil {
 		fmt.Fprintf(&b, ", signed by ca.crt in Secret %s or a system root; and that the server accepts the client certificate", ref.Name)
+	} else if ref := spec.APIKeySecretRef; ref != nil {
+		fmt.Fprintf(&b, ", signed by ca.crt in Secret %s or a system root", ref.Name)
 	} else {
 		b.WriteString(", signed by a system root")
 	}

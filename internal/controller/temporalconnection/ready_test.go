@@ -77,12 +77,28 @@ func TestUnreachableMessageNamesFieldsToCheck(t *testing.T) {
 		"API key with server name": {
 			spec:   v1alpha1.TemporalConnectionSpec{HostPort: "t:7233", TLSServerName: "ns.tmprl.cloud", APIKeySecretRef: &v1alpha1.SecretKeyReference{Name: "key", Key: "apiKey"}},
 			tls:    true,
-			want:   []string{`TLS (server name "ns.tmprl.cloud")`, `API key in Secret key key "apiKey"`, `"ns.tmprl.cloud" (spec.tlsServerName)`, "API key in Secret key is valid"},
-			unwant: []string{"ca.crt"},
+			want:   []string{`TLS (server name "ns.tmprl.cloud")`, `API key in Secret key key "apiKey"`, `"ns.tmprl.cloud" (spec.tlsServerName)`, "ca.crt in Secret key or a system root", "API key in Secret key is valid"},
+			unwant: []string{"client certificate"},
 		},
 	}
+	// An error that says what is wrong gets that fix alone.
+	cases["refused client certificate"] = struct {
+		spec   v1alpha1.TemporalConnectionSpec
+		tls    bool
+		want   []string
+		unwant []string
+	}{
+		spec:   cases["mTLS"].spec,
+		tls:    true,
+		want:   []string{"The server refused the client certificate in Secret certs"},
+		unwant: []string{"spec.hostPort"},
+	}
 	for name, tc := range cases {
-		got := unreachableMessage(tc.spec, tc.tls, err)
+		e := err
+		if name == "refused client certificate" {
+			e = errors.New("health check: connection error: desc = \"error reading server preface: remote error: tls: unknown certificate authority\"")
+		}
+		got := unreachableMessage(tc.spec, tc.tls, e)
 		for _, want := range tc.want {
 			if !strings.Contains(got, want) {
 				t.Errorf("%s: message %q lacks %q", name, got, want)

@@ -2,6 +2,7 @@ package workerdeployment
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -229,6 +230,9 @@ type fixture struct {
 	// mapper, if set, is the fake API server's RESTMapper (none knows no
 	// kind).
 	mapper meta.RESTMapper
+	// dialErr, if set, is what dialing Temporal fails with (a server
+	// that refuses the credentials).
+	dialErr error
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -390,6 +394,9 @@ func (f *fixture) reconcile() (kube, temporalWrites []string, res reconcile.Resu
 			},
 		}).Build()
 	pool := temporal.NewPool(fixtureIdentity, nil).WithDialer(func(context.Context, sdkclient.Options) (sdkclient.Client, error) {
+		if f.dialErr != nil {
+			return nil, f.dialErr
+		}
 		return stubSDK{svc: f.temporal}, nil
 	})
 	defer pool.Close()
@@ -497,6 +504,22 @@ func TestReconcileWrites(t *testing.T) {
 				f.temporal.busy = true
 				f.twd.Status.ObservedGeneration = 1
 			},
+		},
+		"credentials changed and the server refuses them: no pod is rolled to them": {
+			setup: func(f *fixture) {
+				targetCurrent(f)
+				f.objects[0].(*v1alpha1.TemporalConnection).Spec.TLSServerName = "temporal.example"
+				f.dialErr = errors.New("remote error: tls: unknown certificate authority")
+			},
+			kube:  []string{"patch status TemporalWorkerDeployment orders"},
+			ready: v1alpha1.ReasonTemporalClientCreationFailed,
+		},
+		"credentials changed and the server accepts them: the workers roll": {
+			setup: func(f *fixture) {
+				targetCurrent(f)
+				f.objects[0].(*v1alpha1.TemporalConnection).Spec.TLSServerName = "temporal.example"
+			},
+			kube: []string{"patch Deployment orders-v1-%s", "patch status TemporalWorkerDeployment orders"},
 		},
 		"Progressive, the target polls while another version is current: the first step's ramp": {
 			setup: progressive,

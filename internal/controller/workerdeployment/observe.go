@@ -113,19 +113,26 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 		return o, nil
 	}
 	o.conn = conn
+	c, err := r.Pool.Get(ctx, ownerKey(twd), conn.Params)
+	if err != nil {
+		// No Server: credentials the server refuses (or that could not
+		// be tried) are not given to any pod. Rolling the workers to
+		// them would replace pods that poll with pods that cannot.
+		fix := temporal.Fix(conn.Object.Spec, err)
+		if fix == "" {
+			fix = "check its hostPort, TLS settings and that the namespace exists"
+		}
+		o.input.TemporalError = &planner.Problem{
+			Reason: v1alpha1.ReasonTemporalClientCreationFailed,
+			Message: fmt.Sprintf("cannot connect to Temporal at %s (namespace %s) with TemporalConnection %s: %v; %s",
+				conn.Params.HostPort, conn.Params.Namespace, conn.Object.Name, err, fix),
+		}
+		return o, nil
+	}
 	o.input.Server = planner.Server{Address: conn.Workers.Address}
 	for i := range o.input.Deployments {
 		pd := &o.input.Deployments[i]
 		pd.ConnectionStale, pd.SettingsStale = workload.Sync(o.deployments[pd.BuildID].DeepCopy(), twd, identity(o, pd.BuildID), conn.Workers, "")
-	}
-	c, err := r.Pool.Get(ctx, ownerKey(twd), conn.Params)
-	if err != nil {
-		o.input.TemporalError = &planner.Problem{
-			Reason: v1alpha1.ReasonTemporalClientCreationFailed,
-			Message: fmt.Sprintf("cannot connect to Temporal at %s (namespace %s) with TemporalConnection %s: %v; check its hostPort, TLS settings and that the namespace exists",
-				conn.Params.HostPort, conn.Params.Namespace, conn.Object.Name, err),
-		}
-		return o, nil
 	}
 	o.api = temporal.NewAPI(c, conn.Params.Namespace, r.Pool.Identity())
 	o.connKey = conn.Params.Key()

@@ -5,6 +5,7 @@ package temporaldev
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,6 +39,7 @@ import (
 	persistencesql "go.temporal.io/server/common/persistence/sql"
 	"go.temporal.io/server/common/persistence/sql/sqlplugin"
 	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
+	"go.temporal.io/server/common/primitives"
 	"go.temporal.io/server/common/resolver"
 	"go.temporal.io/server/schema/sqlite"
 	"go.temporal.io/server/temporal"
@@ -61,19 +64,31 @@ type Options struct {
 	PropagationHold string
 	LogLevel        string    // "warn" default; logs go to LogOutput
 	LogOutput       io.Writer // default os.Stderr
+	// TLS, if set, makes the frontend serve TLS (and with ClientCAPEM
+	// require client certificates); APIKeys makes it refuse requests
+	// without a valid API key. With either, the server's own worker
+	// service and the UI use an internal frontend on loopback.
+	TLS     *TLS
+	APIKeys *APIKeys
+	// ProbeTLS is how the readiness probe dials a TLS frontend: trusting
+	// its CA, with a client certificate if it requires one.
+	ProbeTLS *tls.Config
 }
 
 // Server is a running development server. Create it with Start.
 type Server struct {
-	temporal    temporal.Server
-	logLevel    zap.AtomicLevel
-	ui          *uiserver.Server
-	uiDone      chan struct{}
-	address     string
-	httpAddress string
-	uiURL       string
-	metricsURL  string
-	namespaces  []string
+	temporal temporal.Server
+	logLevel zap.AtomicLevel
+	ui       *uiserver.Server
+	uiDone   chan struct{}
+	address  string
+	// internalAddress is the internal frontend's, "" without one.
+	internalAddress string
+	probeTLS        *tls.Config
+	httpAddress     string
+	uiURL           string
+	metricsURL      string
+	namespaces      []string
 
 	stopOnce sync.Once
 	stopErr  error
@@ -165,6 +180,12 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		metricsURL:  "http://" + net.JoinHostPort(host, strconv.Itoa(ports.metrics)) + "/metrics",
 		namespaces:  o.Namespaces,
 		logLevel:    logLevel,
+		probeTLS:    o.probeTLS(),
+	}
+	services := temporal.DefaultServices
+	if o.secure() {
+		s.internalAddress = net.JoinHostPort(host, strconv.Itoa(ports.internalFrontend.grpc))
+		services = append(slices.Clone(services), string(primitives.InternalFrontendService))
 	}
 
 	cfg := serverConfig(o, ports)
@@ -173,17 +194,10 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 
-	authorizer, err := authorization.GetAuthorizerFromConfig(&cfg.Global.Authorization)
-	if err != nil {
-		return nil, fmt.Errorf("temporal authorizer: %w", err)
-	}
-	claimMapper, err := authorization.GetClaimMapperFromConfig(&cfg.Global.Authorization, logger)
-	if err != nil {
-		return nil, fmt.Errorf("temporal claim mapper: %w", err)
-	}
+	authorizer, claimMapper := authorizationFor(o.APIKeys, logger)
 	s.temporal, err = temporal.NewServer(
 		temporal.WithConfig(cfg),
-		temporal.ForServices(temporal.DefaultServices),
+		temporal.ForServices(services),
 		temporal.WithLogger(logger),
 		temporal.WithAuthorizer(authorizer),
 		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper }),
@@ -322,6 +336,7 @@ type portSet struct {
 	frontend, http, ui, metrics int
 	frontendMembership          int
 	history, matching, worker   service
+	internalFrontend            service // only with TLS or API keys
 
 	// uiHold keeps the UI port reserved until the UI binds it (see startUI).
 	uiHold net.Listener
@@ -375,6 +390,13 @@ func freePorts(o Options) (portSet, error) {
 			return ps, err
 		}
 	}
+	if o.secure() {
+		for _, dst := range []*int{&ps.internalFrontend.grpc, &ps.internalFrontend.membership} {
+			if *dst, err = pick(internal, 0); err != nil {
+				return ps, err
+			}
+		}
+	}
 	if o.UIPort >= 0 {
 		l, err := net.Listen("tcp", net.JoinHostPort(o.IP, strconv.Itoa(o.UIPort)))
 		if err != nil {
@@ -414,7 +436,7 @@ func serverConfig(o Options, ps portSet) *config.Config {
 		return config.Service{RPC: config.RPC{GRPCPort: s.grpc, MembershipPort: s.membership, BindOnIP: host}}
 	}
 	const clusterName = "active"
-	return &config.Config{
+	cfg := &config.Config{
 		Global: config.Global{
 			Membership: config.Membership{MaxJoinDuration: 30 * time.Second, BroadcastAddress: host},
 			PProf:      config.PProf{Port: o.PProfPort, Host: o.IP},
@@ -458,9 +480,17 @@ func serverConfig(o Options, ps portSet) *config.Config {
 			History:    config.HistoryArchivalNamespaceDefaults{State: "disabled"},
 			Visibility: config.VisibilityArchivalNamespaceDefaults{State: "disabled"},
 		}},
-		// The worker service's internal SDK client dials the frontend through this.
+		// The worker service's internal SDK client dials the frontend
+		// through this, or the internal frontend if there is one.
 		PublicClient: config.PublicClient{HostPort: frontendAddr},
 	}
+	if o.secure() {
+		cfg.Global.TLS.Frontend = frontendTLS(o.TLS)
+		cfg.Services[string(primitives.InternalFrontendService)] = internal(ps.internalFrontend)
+		// The server then finds the internal frontend itself.
+		cfg.PublicClient = config.PublicClient{}
+	}
+	return cfg
 }
 
 // prepareDB creates the schema for a new database file and registers the
@@ -554,8 +584,13 @@ func newLogger(level string, out io.Writer) (log.Logger, zap.AtomicLevel, error)
 // the port itself and exits the whole process when it cannot, so the port
 // is released only right before it binds.
 func (s *Server) startUI(ctx context.Context, ip string, port int, hold net.Listener) error {
+	addr := s.address
+	if s.internalAddress != "" {
+		// A browser on this machine needs no credentials.
+		addr = s.internalAddress
+	}
 	cfg := &uiconfig.Config{
-		TemporalGRPCAddress: s.address,
+		TemporalGRPCAddress: addr,
 		Host:                ip,
 		Port:                port,
 		EnableUI:            true,
@@ -571,7 +606,7 @@ func (s *Server) startUI(ctx context.Context, ip string, port int, hold net.List
 		defer close(s.uiDone)
 		_ = s.ui.Start()
 	}()
-	addr := net.JoinHostPort(connectHost(ip), strconv.Itoa(port))
+	addr = net.JoinHostPort(connectHost(ip), strconv.Itoa(port))
 	s.uiURL = "http://" + addr
 
 	// Wait until it listens, so UIURL works as soon as Start returns.
@@ -629,8 +664,29 @@ func (s *Server) waitReady(ctx context.Context) error {
 func (s *Server) probe(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	if s.internalAddress == "" {
+		return s.probeAt(ctx, s.address)
+	}
+	if err := s.probeAt(ctx, s.internalAddress); err != nil {
+		return fmt.Errorf("internal frontend: %w", err)
+	}
+	// Health checks need no API key; the rest is the internal frontend's.
 	c, err := client.DialContext(ctx, client.Options{
-		HostPort:  s.address,
+		HostPort:          s.address,
+		ConnectionOptions: client.ConnectionOptions{TLS: s.probeTLS},
+		Logger:            sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+	})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.CheckHealth(ctx, &client.CheckHealthRequest{})
+	return err
+}
+
+func (s *Server) probeAt(ctx context.Context, address string) error {
+	c, err := client.DialContext(ctx, client.Options{
+		HostPort:  address,
 		Namespace: s.namespaces[0],
 		Logger:    sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
 	})
