@@ -191,7 +191,7 @@ func convertTemplate(u *unstructured.Unstructured) (Result, error) {
 		return Result{}, err
 	}
 	if obj, ok := c.spec["object"].(map[string]any); ok {
-		c.notes = append(c.notes, metricSelectorNotes(c.object, obj)...)
+		c.notes = append(c.notes, writeMetricLabels(c.object, obj, u.GetNamespace(), workerRef(c.spec))...)
 	}
 	twor := &v1alpha1.TemporalWorkerOwnedResource{TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "TemporalWorkerOwnedResource"}}
 	twor.ObjectMeta = carriedMeta(u)
@@ -203,25 +203,54 @@ func convertTemplate(u *unstructured.Unstructured) (Result, error) {
 	return Result{Object: twor, Notes: c.notes}, nil
 }
 
-// metricSelectorNotes notes each external metric selector of an HPA whose
-// matchLabels the worker controller would have completed with its metric
-// labels (temporal_worker_deployment_name, temporal_worker_build_id,
-// temporal_namespace) and Rainbow does not.
-func metricSelectorNotes(object string, obj map[string]any) []Note {
+// The labels the worker controller adds to an HPA's external metric
+// selectors, naming the version whose series the HPA reads
+// (twc:internal/k8s/workerresourcetemplates.go:97-105, 191-226).
+const (
+	metricLabelDeployment = "temporal_worker_deployment_name"
+	metricLabelBuildID    = "temporal_worker_build_id"
+	metricLabelNamespace  = "temporal_namespace"
+)
+
+// writeMetricLabels writes into each external metric selector's
+// matchLabels of an HPA the labels the worker controller would have added
+// there, as templates Rainbow fills in per version: Rainbow adds nothing
+// to a selector with labels, and reads {} there as the version's pod
+// labels. The worker deployment's name is written as it is: the converted
+// TWD keeps the default, <namespace>/<name>, which the worker controller's
+// label spells <namespace>_<name>.
+func writeMetricLabels(object string, obj map[string]any, namespace, worker string) []Note {
+	if kind, _ := obj["kind"].(string); kind != "HorizontalPodAutoscaler" {
+		return nil
+	}
 	metrics, _ := get(obj, "spec.metrics")
 	list, _ := metrics.([]any)
 	var notes []Note
 	for i, m := range list {
-		sel, ok := get(asMap(m), "external.metric.selector")
+		sel := asMap(m)
+		labels, ok := get(sel, "external.metric.selector.matchLabels")
 		if !ok {
 			continue
 		}
-		if _, has := asMap(sel)["matchLabels"]; has {
-			notes = append(notes, Note{Object: object, Path: fmt.Sprintf("spec.template.spec.metrics[%d].external.metric.selector.matchLabels", i),
-				Text: "the worker controller added its metric labels here; Rainbow does not: see docs/migration-from-twc.md"})
+		written := map[string]any{}
+		for k, v := range asMap(labels) {
+			written[k] = v
 		}
+		written[metricLabelDeployment] = namespace + "_" + worker
+		written[metricLabelBuildID] = "{{ .BuildID }}"
+		written[metricLabelNamespace] = "{{ .TemporalNamespace }}"
+		put(sel, "external.metric.selector.matchLabels", written)
+		notes = append(notes, Note{Object: object, Path: fmt.Sprintf("spec.template.spec.metrics[%d].external.metric.selector.matchLabels", i),
+			Text: "the labels the worker controller added here are written out (" + metricLabelDeployment + ", " + metricLabelBuildID + ", " + metricLabelNamespace + ")"})
 	}
 	return notes
+}
+
+// workerRef is the converted spec's worker name.
+func workerRef(spec map[string]any) string {
+	name, _ := get(spec, "workerRef.name")
+	s, _ := name.(string)
+	return s
 }
 
 // carriedMeta is the metadata a converted object keeps: its name,

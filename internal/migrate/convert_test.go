@@ -2,6 +2,7 @@ package migrate
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/admission"
 )
 
 // object reads a manifest as the API server would hand it over.
@@ -196,6 +198,29 @@ func TestConvertWorkerResourceTemplate(t *testing.T) {
 	}
 	if !hasNote(res.Notes, "spec.template.spec.metrics[1].external.metric.selector.matchLabels") || hasNote(res.Notes, "spec.template.spec.metrics[0]") {
 		t.Errorf("notes %v: want one on the external metric's selector only", res.Notes)
+	}
+	// The labels the worker controller added to the selector are written
+	// out, next to the user's, and pass Rainbow's admission rules.
+	labels, _ := get(obj, "spec.metrics")
+	got := asMap(asMap(asMap(asMap(labels.([]any)[1])["external"])["metric"])["selector"])["matchLabels"]
+	want := map[string]any{"worker_type": "ActivityWorker", "temporal_worker_deployment_name": "shop_orders",
+		"temporal_worker_build_id": "{{ .BuildID }}", "temporal_namespace": "{{ .TemporalNamespace }}"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("matchLabels = %v, want %v", got, want)
+	}
+	if errs := admission.Validate(twor, nil, admission.DefaultBannedKinds); len(errs) > 0 {
+		t.Errorf("the converted object is refused: %v", errs)
+	}
+	// {} there meant the worker controller's labels alone; in Rainbow it
+	// would mean the version's pod labels, so it is written out too.
+	res, err = Convert(object(t, strings.Replace(workerResourceTemplate, "matchLabels: {worker_type: ActivityWorker}", "matchLabels: {}", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = json.Unmarshal(res.Object.(*v1alpha1.TemporalWorkerOwnedResource).Spec.Object.Raw, &obj)
+	labels, _ = get(obj, "spec.metrics")
+	if got := asMap(asMap(asMap(asMap(labels.([]any)[1])["external"])["metric"])["selector"])["matchLabels"]; len(asMap(got)) != 3 {
+		t.Errorf("matchLabels {} became %v, want the three metric labels", got)
 	}
 	// The newer reference field converts the same way.
 	res, err = Convert(object(t, strings.Replace(workerResourceTemplate, "temporalWorkerDeploymentRef", "workerDeploymentRef", 1)))
