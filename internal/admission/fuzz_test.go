@@ -31,6 +31,7 @@ var fuzzSeeds = []string{
 	`{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"maxReplicas":5}}`,
 	`{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","spec":{"selector":{}}}`,
 	`{"apiVersion":"x/v1","kind":"Y","spec":{"scaleTargetRef":{},"triggers":[{"matchLabels":{}}]}}`,
+	`{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"maxReplicas":3,"metrics":[{"type":"External","external":{"metric":{"name":"m","selector":{"matchLabels":{"a":"{{ .BuildID }}"}}}}}]}}`,
 }
 
 // FuzzValidate checks the webhook's rules on arbitrary spec.objects: no
@@ -86,31 +87,32 @@ func FuzzValidate(f *testing.F) {
 			return
 		}
 		// The controller fills in every sentinel: none is left as the user
-		// could have set it.
-		checkSentinels(t, u.Object, "")
+		// could have set it, but the metric selectors that are theirs.
+		checkSentinels(t, u.Object, "", metricSelectors(decoded))
 	})
 }
 
 var fuzzTarget = ownedresource.Target{Namespace: "ns", WorkerDeployment: "w", OwnedResource: "r", BuildID: "v1-abc",
 	DeploymentName: "w-v1-abc", DeploymentUID: "uid", TemporalNamespace: "default", TemporalDeploymentName: "ns/w"}
 
-func checkSentinels(t *testing.T, v any, path string) {
+func checkSentinels(t *testing.T, v any, path string, own map[string]bool) {
 	switch v := v.(type) {
 	case map[string]any:
 		for k, c := range v {
 			p := path + "." + k
 			switch {
+			case own[objectPath.String()+p]:
 			case k == "scaleTargetRef" && !reflect.DeepEqual(c, map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": fuzzTarget.DeploymentName}):
 				t.Errorf("%s rendered as %v, not the version's Deployment", p, c)
 			case k == "matchLabels" && path != ".metadata" && fmt.Sprint(c) != "map[temporal.io/build-id:v1-abc temporal.io/worker-deployment:w]":
 				t.Errorf("%s rendered as %v, not the version's selector", p, c)
 			default:
-				checkSentinels(t, c, p)
+				checkSentinels(t, c, p, own)
 			}
 		}
 	case []any:
 		for i, c := range v {
-			checkSentinels(t, c, fmt.Sprintf("%s[%d]", path, i))
+			checkSentinels(t, c, fmt.Sprintf("%s[%d]", path, i), own)
 		}
 	}
 }

@@ -49,7 +49,7 @@ func Validate(twor, old *v1alpha1.TemporalWorkerOwnedResource, banned []string) 
 	errs = append(errs, validateTypeMeta(obj, banned)...)
 	errs = append(errs, validateMetadata(obj)...)
 	errs = append(errs, validateMinReplicas(obj)...)
-	errs = append(errs, validateSentinels(obj, objectPath)...)
+	errs = append(errs, validateSentinels(obj, objectPath, metricSelectors(obj))...)
 	errs = append(errs, validateDroppedSentinels(twor, obj)...)
 	errs = append(errs, validateBounds(twor, obj)...)
 	return errs
@@ -165,21 +165,28 @@ func validateMinReplicas(obj map[string]any) field.ErrorList {
 
 // validateSentinels walks v, refusing a value other than null or {} under
 // any key of sentinelFields and a string whose template fails for every
-// version. Map keys are visited in order, so errors are stable.
-func validateSentinels(v any, p *field.Path) field.ErrorList {
+// version. The paths in own are metric selectors, the user's to fill:
+// there a map of strings is accepted as well. Map keys are visited in
+// order, so errors are stable.
+func validateSentinels(v any, p *field.Path, own map[string]bool) field.ErrorList {
 	var errs field.ErrorList
 	switch v := v.(type) {
 	case map[string]any:
 		for _, k := range slices.Sorted(maps.Keys(v)) {
+			child := p.Child(k)
 			if why, ok := sentinelFields[k]; ok && !ownedresource.IsSentinel(k, v[k]) {
-				errs = append(errs, field.Forbidden(p.Child(k), "must be null, {} or absent: "+why))
+				if own[child.String()] {
+					errs = append(errs, validateLabelValues(v[k], child)...)
+					continue
+				}
+				errs = append(errs, field.Forbidden(child, "must be null, {} or absent: "+why))
 				continue
 			}
-			errs = append(errs, validateSentinels(v[k], p.Child(k))...)
+			errs = append(errs, validateSentinels(v[k], child, own)...)
 		}
 	case []any:
 		for i, item := range v {
-			errs = append(errs, validateSentinels(item, p.Index(i))...)
+			errs = append(errs, validateSentinels(item, p.Index(i), own)...)
 		}
 	case string:
 		if !strings.Contains(v, "{{") {
@@ -188,6 +195,47 @@ func validateSentinels(v any, p *field.Path) field.ErrorList {
 		if err := ownedresource.CheckTemplate(v); err != nil {
 			errs = append(errs, field.Invalid(p, v, err.Error()))
 		}
+	}
+	return errs
+}
+
+// metricSelectors are the paths of an HPA's metric selectors' matchLabels
+// (spec.metrics[*].{external,object,pods}.metric.selector.matchLabels).
+// They select metric series, not pods, so the labels in them cannot reach
+// another version's pods: a user may write their own there, as the
+// Temporal worker controller's manifests do.
+func metricSelectors(obj map[string]any) map[string]bool {
+	apiVersion, _ := obj["apiVersion"].(string)
+	kind, _ := obj["kind"].(string)
+	if group, _, _ := strings.Cut(apiVersion, "/"); group != "autoscaling" || kind != "HorizontalPodAutoscaler" {
+		return nil
+	}
+	spec, _ := obj["spec"].(map[string]any)
+	metrics, _ := spec["metrics"].([]any)
+	own := map[string]bool{}
+	for i := range metrics {
+		for _, source := range []string{"external", "object", "pods"} {
+			own[objectPath.Child("spec", "metrics").Index(i).Child(source, "metric", "selector", "matchLabels").String()] = true
+		}
+	}
+	return own
+}
+
+// validateLabelValues checks a user's matchLabels: strings only, each
+// template parsing.
+func validateLabelValues(v any, p *field.Path) field.ErrorList {
+	labels, ok := v.(map[string]any)
+	if !ok {
+		return field.ErrorList{field.Invalid(p, v, "must be a map of label names to strings")}
+	}
+	var errs field.ErrorList
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		s, ok := labels[k].(string)
+		if !ok {
+			errs = append(errs, field.Invalid(p.Key(k), labels[k], "must be a string"))
+			continue
+		}
+		errs = append(errs, validateSentinels(s, p.Key(k), nil)...)
 	}
 	return errs
 }

@@ -89,6 +89,25 @@ func TestValidate(t *testing.T) {
 			want: []string{"spec.object.spec.scaleTargetRef: Forbidden"}},
 		{name: "a list is no sentinel", object: `{"apiVersion":"x/v1","kind":"Y","spec":{"matchLabels":[]}}`,
 			want: []string{"spec.object.spec.matchLabels: Forbidden"}},
+		// An HPA's metric selectors select series, not pods: the user's
+		// own labels are accepted there, as the worker controller's
+		// manifests write them.
+		{name: "an HPA's external metric selector with the user's labels",
+			object: `{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"maxReplicas":5,"metrics":[{"type":"Resource"},{"type":"External","external":{"metric":{"name":"m","selector":{"matchLabels":{"worker_type":"ActivityWorker","temporal_worker_build_id":"{{ .BuildID }}"}}}}}]}}`},
+		{name: "an HPA's object and pods metric selectors with the user's labels",
+			object: `{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"maxReplicas":5,"metrics":[{"type":"Object","object":{"metric":{"name":"m","selector":{"matchLabels":{"a":"b"}}}}},{"type":"Pods","pods":{"metric":{"name":"m","selector":{"matchLabels":{"a":"b"}}}}}]}}`},
+		{name: "a metric selector's label that is no string",
+			object: `{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"metrics":[{"type":"External","external":{"metric":{"name":"m","selector":{"matchLabels":{"a":1}}}}}]}}`,
+			want:   []string{"spec.object.spec.metrics[0].external.metric.selector.matchLabels[a]: Invalid value"}},
+		{name: "a metric selector's label with a broken template",
+			object: `{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"metrics":[{"type":"External","external":{"metric":{"name":"m","selector":{"matchLabels":{"a":"{{ .Nope"}}}}}]}}`,
+			want:   []string{"spec.object.spec.metrics[0].external.metric.selector.matchLabels[a]: Invalid value"}},
+		{name: "the same path in another kind still selects pods",
+			object: `{"apiVersion":"example.com/v1","kind":"Scaler","spec":{"metrics":[{"external":{"metric":{"selector":{"matchLabels":{"a":"b"}}}}}]}}`,
+			want:   []string{"spec.object.spec.metrics[0].external.metric.selector.matchLabels: Forbidden"}},
+		{name: "an HPA's other matchLabels stay sentinels",
+			object: `{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"metrics":[{"type":"External","external":{"metric":{"name":"m"},"selector":{"matchLabels":{"a":"b"}}}}]}}`,
+			want:   []string{"spec.object.spec.metrics[0].external.selector.matchLabels: Forbidden"}},
 		// kubectl apply without --server-side drops every null, and records
 		// the manifest in the last-applied annotation.
 		{name: "client-side apply dropped the HPA's scaleTargetRef: filled in anyway",

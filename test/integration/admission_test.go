@@ -28,6 +28,11 @@ import (
 const (
 	admissionHPA = `{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"scaleTargetRef":null,"minReplicas":1,"maxReplicas":3}}`
 	admissionPDB = `{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","spec":{"minAvailable":1,"selector":{"matchLabels":null}}}`
+	// An HPA on a Prometheus series, as the worker controller's manifests
+	// select it: the user's labels in the metric selector.
+	admissionMetricHPA = `{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"scaleTargetRef":{},"minReplicas":1,"maxReplicas":3,
+		"metrics":[{"type":"External","external":{"metric":{"name":"temporal_slot_utilization","selector":{"matchLabels":{
+		"worker_type":"ActivityWorker","temporal_worker_build_id":"{{ .BuildID }}"}}},"target":{"type":"Value","value":"750m"}}}]}}`
 )
 
 func ownedResource(ns, name, object string) *v1alpha1.TemporalWorkerOwnedResource {
@@ -40,12 +45,12 @@ func ownedResource(ns, name, object string) *v1alpha1.TemporalWorkerOwnedResourc
 	}
 }
 
-// TestAdmissionWebhookAdmitsGoodObjects: the good HPA and PDB pass the
+// TestAdmissionWebhookAdmitsGoodObjects: the good HPAs and PDB pass the
 // webhook. The bad ones are rows of TestAdmissionTable.
 func TestAdmissionWebhookAdmitsGoodObjects(t *testing.T) {
 	tt := env.NewTest(t)
 	ctx := context.Background()
-	for name, object := range map[string]string{"hpa": admissionHPA, "pdb": admissionPDB} {
+	for name, object := range map[string]string{"hpa": admissionHPA, "pdb": admissionPDB, "metric-hpa": admissionMetricHPA} {
 		if err := env.Kube.Create(ctx, ownedResource(tt.Namespace, name, object)); err != nil {
 			t.Errorf("the good %s was refused: %v", name, err)
 		}
