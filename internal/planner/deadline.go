@@ -98,12 +98,19 @@ func missingWorkers(v *view, dep Deployment) string {
 		ready := min(dep.ReadyReplicas, dep.Replicas)
 		return fmt.Sprintf("%d of %d pods of Deployment %s are not ready; look with: kubectl -n %s describe deployment %s; kubectl -n %s logs deployment/%s --previous",
 			dep.Replicas-ready, dep.Replicas, dep.Name, ns, dep.Name, ns, dep.Name)
-	case dep.Replicas == 0:
-		return fmt.Sprintf("Deployment %s has no pods; look with: kubectl -n %s describe deployment %s", dep.Name, ns, dep.Name)
 	case registered && len(tv.MissingTaskQueues) > 0:
+		// Registered task queues stay after the workers go: this holds
+		// past an abort too.
 		return fmt.Sprintf("its workers do not poll task queue %s, which the current version %s polls (Temporal routes to a version only if it polls them all); "+
 			"check the task queues the worker code registers, and look with: temporal worker deployment describe-version --deployment-name %s --build-id %s",
 			strings.Join(tv.MissingTaskQueues, ", "), v.temporal().CurrentBuildID, v.deploymentName(), v.target)
+	case dep.Replicas == 0 && v.in.Spec.ProgressDeadlineAbort:
+		// The pods that showed what was wrong are gone; the Warning
+		// Event of the first report keeps it.
+		return fmt.Sprintf("Deployment %s has no pods left; what was missing is in the first %s Warning Event: kubectl -n %s events --for temporalworkerdeployment/%s",
+			dep.Name, v1alpha1.ReasonProgressDeadlineExceeded, ns, v.in.Name)
+	case dep.Replicas == 0:
+		return fmt.Sprintf("Deployment %s has no pods; look with: kubectl -n %s describe deployment %s", dep.Name, ns, dep.Name)
 	case registered && tv.Described && !tv.HasPollers:
 		return fmt.Sprintf("it is registered in worker deployment %s but none of its workers polls it now; look with: kubectl -n %s logs deployment/%s",
 			v.deploymentName(), ns, dep.Name)

@@ -13,7 +13,7 @@ func TestProgressDeadline(t *testing.T) {
 	// started: v2 became the target at t0+d, with a 10m deadline.
 	started := func(d time.Duration) func(*Input) {
 		return func(in *Input) {
-			in.Namespace = "default"
+			in.Namespace, in.Name = "default", "worker"
 			in.Spec.ProgressDeadline = 10 * time.Minute
 			in.TargetSince = t0.Add(d)
 		}
@@ -126,10 +126,15 @@ func TestProgressDeadline(t *testing.T) {
 			want: expect{Scale: scaleDownV2, Ready: condFalse, Reason: exceeded, Progressing: condFalse, Requeue: 30 * time.Second,
 				Events: []string{EventScaleDown}, Message: "aborted"},
 		},
+		"abort: an aborted target polling the wrong task queue still says so": {
+			in: with(base(), late, abort, wrongQueue, func(in *Input) { setDep(in, Deployment{BuildID: "v2", Name: "worker-v2", Replicas: 0}) }),
+			want: expect{Ready: condFalse, Reason: exceeded, Progressing: condFalse, Requeue: time.Minute,
+				Message: "its workers do not poll task queue orders (Activity), orders (Workflow)"},
+		},
 		"abort: an aborted target stays at zero": {
 			in: with(base(), late, abort, abortedAtZero),
 			want: expect{Ready: condFalse, Reason: exceeded, Progressing: condFalse, Requeue: time.Minute,
-				Message: "Deployment worker-v2 has no pods"},
+				Message: "Deployment worker-v2 has no pods left; what was missing is in the first ProgressDeadlineExceeded Warning Event: kubectl -n default events --for temporalworkerdeployment/worker"},
 		},
 		"abort: an aborted target stays at zero while Temporal cannot be read": {
 			in:   with(base(), late, abort, abortedAtZero, func(in *Input) { in.Temporal = nil }),
