@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,19 +49,32 @@ func pastDeadline(v *view, p *plan, dep Deployment, waiting progress) progress {
 // or updated in place if later (a wait for the version limit or an
 // in-place fix restarts the clock). Until status records the start, it
 // counts from now.
-func (v *view) progressDeadline() (time.Time, bool) {
-	d := v.in.Spec.ProgressDeadline
+func (v *view) progressDeadline() (time.Time, bool) { return progressDeadline(v.in) }
+
+func progressDeadline(in Input) (time.Time, bool) {
+	d := in.Spec.ProgressDeadline
 	if d <= 0 {
 		return time.Time{}, false
 	}
-	start := v.in.TargetSince
+	start := in.TargetSince
 	if start.IsZero() {
-		return v.now().Add(d), true
+		return in.Now.Add(d), true
 	}
-	if dep, ok := v.deps[v.target]; ok && dep.CreatedAt.After(start) {
-		start = dep.CreatedAt
+	// The first Deployment of a build counts, as in newView.
+	if i := slices.IndexFunc(in.Deployments, func(d Deployment) bool { return d.BuildID == in.Spec.TargetBuildID }); i >= 0 && in.Deployments[i].CreatedAt.After(start) {
+		start = in.Deployments[i].CreatedAt
 	}
 	return start.Add(d), true
+}
+
+// AbortDue: the target's progress deadline has passed under
+// ProgressDeadlineAbort, so the plan may scale it to zero on Temporal's
+// word that it never had traffic. That word must come from a read of the
+// worker deployment, not from its absence in a lagging list
+// (internal/freshness).
+func AbortDue(in Input) bool {
+	deadline, ok := progressDeadline(in)
+	return ok && in.Spec.ProgressDeadlineAbort && !in.TargetHadCompleted && !in.Now.Before(deadline)
 }
 
 // neverRouted: Temporal shows that the build never got traffic, so it has
