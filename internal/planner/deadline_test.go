@@ -145,6 +145,11 @@ func TestProgressDeadline(t *testing.T) {
 			want: expect{Scale: []Scale{{Name: "worker-v2", BuildID: "v2", Replicas: 3, Reason: ScaleToSpec}}, Ready: condFalse, Reason: waiting,
 				Progressing: condTrue, Requeue: 30 * time.Second, Events: []string{EventScale}},
 		},
+		"abort: removing progressDeadlineAbort scales it back up, still exceeded": {
+			in: with(base(), late, abortedAtZero),
+			want: expect{Scale: []Scale{{Name: "worker-v2", BuildID: "v2", Replicas: 3, Reason: ScaleToSpec}}, Ready: condFalse, Reason: exceeded,
+				Progressing: condFalse, Requeue: 30 * time.Second, Events: []string{EventScale}},
+		},
 		"abort: never a target with traffic": {
 			in: with(base(), late, abort, func(in *Input) {
 				setDep(in, Deployment{BuildID: "v2", Name: "worker-v2", Replicas: 3})
