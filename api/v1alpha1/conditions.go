@@ -69,6 +69,10 @@ const (
 	// ReasonRolloutAborted: the annotation AnnotationAbortRollout names the
 	// target; it gets no traffic and the ramp the controller set is removed.
 	ReasonRolloutAborted = "RolloutAborted"
+	// ReasonProgressDeadlineExceeded: the target's workers did not become
+	// available and poll every task queue within
+	// spec.rollout.progressDeadline, and it never had traffic.
+	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
 	// ReasonWorkerDeploymentClaimed: an older TemporalWorkerDeployment
 	// names the same Temporal worker deployment (server, namespace and
 	// name); this one changes nothing in Temporal and runs no workers.

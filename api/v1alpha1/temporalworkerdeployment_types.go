@@ -137,6 +137,27 @@ type RolloutSpec struct {
 	// goes back to) the last good version.
 	// +optional
 	Gate *GateWorkflow `json:"gate,omitempty"`
+
+	// ProgressDeadline bounds how long a new version may take to get
+	// workers that poll Temporal: its pods available and polling every
+	// task queue, counted from when it became the target (or its
+	// Deployment was created or updated in place, if later). Past it,
+	// while the version has never had traffic, the rollout is reported
+	// failed: Ready=False, Stalled=True, reason ProgressDeadlineExceeded.
+	// Pauses, gates and waiting for a person do not count.
+	// +optional
+	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s') && duration(self) <= duration('168h')",message="spec.rollout.progressDeadline must be between 10s and 168h (7 days)"
+	ProgressDeadline *metav1.Duration `json:"progressDeadline,omitempty"`
+
+	// ProgressDeadlineAbort: once the deadline has passed, scale the
+	// failed version's Deployment to zero (it never had traffic) and
+	// treat its rollout as aborted, until spec.template changes or the
+	// deadline is raised. Traffic stays where it is either way.
+	// +optional
+	ProgressDeadlineAbort bool `json:"progressDeadlineAbort,omitempty"`
 }
 
 // DeploymentMetadata is metadata for the versioned Deployment objects.
@@ -349,6 +370,10 @@ type WorkerVersion struct {
 	// else's routing change, which the controller does not undo.
 	// +optional
 	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+	// TargetSince, on the target, is when this build became the target:
+	// spec.rollout.progressDeadline counts from it.
+	// +optional
+	TargetSince *metav1.Time `json:"targetSince,omitempty"`
 	// +optional
 	DrainedSince *metav1.Time `json:"drainedSince,omitempty"`
 	// UpdatedInPlaceAt is when the controller last rolled this version's

@@ -225,9 +225,10 @@ func recentMatches(e *RecentState, p Pass) bool {
 // the worker deployment: the list lags writes and may miss a worker
 // deployment around its workflow's continue-as-new, and one taken for
 // absent must never make another version look unregistered (which would
-// scale it down) nor status forget routing and drains it showed.
+// scale it down) nor status forget routing and drains it showed. Nor the
+// target, once a missed progress deadline may scale it down.
 func mayBeUnlisted(p Pass) bool {
-	return p.OnlyTarget && !p.StatusShowsVersions && len(p.Input.Drains) == 0
+	return p.OnlyTarget && !p.StatusShowsVersions && len(p.Input.Drains) == 0 && !planner.AbortDue(p.Input)
 }
 
 // SameRouting: the list shows nothing that can move a settled worker

@@ -67,10 +67,27 @@ const me = "rainbow"
 
 var builds = []string{"a", "b", "c"}
 
-func reuseViolations(data []byte) []error {
+func reuseViolations(data []byte) []error { return reuseViolationsWith(data, nil) }
+
+// TestReuseSafetyPastDeadline runs the invariant with the target's
+// progress deadline long past and abort asked for: the abort scales the
+// target to zero on Temporal's word that it never had traffic, which a
+// remembered state must not give where a fresh read would not.
+func TestReuseSafetyPastDeadline(t *testing.T) {
+	fuzzsrc.EachRandom(t, 1931, 20000, 96, func(data []byte) []error {
+		return reuseViolationsWith(data, func(in *planner.Input) {
+			in.Spec.ProgressDeadline, in.Spec.ProgressDeadlineAbort, in.TargetSince = time.Minute, true, t0.Add(-time.Hour)
+		})
+	})
+}
+
+func reuseViolationsWith(data []byte, mutate func(*planner.Input)) []error {
 	s := fuzzsrc.New(data)
 	now := t0
 	in := fuzzTWD(s, now)
+	if mutate != nil {
+		mutate(&in)
+	}
 	remembered := fuzzTemporal(s, now, in.Spec.TargetBuildID)
 	age := fuzzsrc.Pick(s, 100*time.Millisecond, 2*time.Second, 20*time.Second, 50*time.Second, 5*time.Minute, 11*time.Minute)
 	at := now.Add(-age)

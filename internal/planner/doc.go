@@ -16,6 +16,10 @@
 //     failing under TemporalOutageBound, or throttled, only wait (in target.go).
 //   - Traffic goes only to a version whose Deployment is available and whose
 //     workers poll every task queue (WaitingForPollers) (in target.go).
+//   - A target that never had traffic and whose workers still do not poll
+//     past spec.rollout.progressDeadline is blocked (ProgressDeadlineExceeded),
+//     and with progressDeadlineAbort scaled to zero; nothing routed is
+//     touched (in deadline.go).
 //   - Routing is never written while another identity manages the worker
 //     deployment; we claim the manager role before our first write (in target.go, plan.go).
 //   - A target someone else took traffic from is left as they set it

@@ -57,7 +57,7 @@ func violations(in Input, r Result) []error {
 		return slices.Concat(claimViolations(in, r), readViolations(in))
 	}
 	return slices.Concat(safetyViolations(in, r), ownedViolations(in, r), autoscaleViolations(in, r), drainViolations(in, r), readViolations(in),
-		gateViolations(in, r))
+		gateViolations(in, r), deadlineViolations(in, r))
 }
 
 // readViolations checks the lists that tell observe what to read from
@@ -119,6 +119,12 @@ func fuzzInput(data []byte) Input {
 	if s.Bool() {
 		in.Spec.Replicas = ptr(int32(s.Intn(4)))
 	}
+	in.TargetHadCompleted = s.Intn(4) == 0
+	if s.Bool() {
+		in.Spec.ProgressDeadline = fuzzsrc.Pick(s, time.Minute, 10*time.Minute)
+		in.Spec.ProgressDeadlineAbort = s.Bool()
+		in.TargetSince = fuzzsrc.Pick(s, time.Time{}, t0.Add(-time.Hour), t0.Add(-5*time.Minute), t0)
+	}
 	pct := int32(0)
 	for n := s.Intn(4); n > 0; n-- {
 		pct += int32(s.Intn(60)) - 5 // sometimes not increasing
@@ -137,6 +143,8 @@ func fuzzInput(data []byte) Input {
 			if d.Available && s.Bool() {
 				d.AvailableSince = t0.Add(fuzzsrc.Pick(s, -time.Second, -9*time.Second, -11*time.Second, -10*time.Minute))
 			}
+			d.CreatedAt = fuzzsrc.Pick(s, time.Time{}, t0.Add(-time.Hour), t0.Add(-time.Minute))
+			d.ReadyReplicas = int32(s.Intn(4))
 			in.Deployments = append(in.Deployments, d)
 		}
 	}
@@ -159,18 +167,19 @@ func fuzzInput(data []byte) Input {
 			if s.Bool() {
 				drainingSince := maybeTime(s)
 				ts.Versions = append(ts.Versions, TemporalVersion{
-					BuildID:         b,
-					Status:          fuzzsrc.Pick(s, current, ramping, inactive, draining, drained, drained, "Created"),
-					RegisteredAt:    fuzzsrc.Pick(s, time.Time{}, t0.Add(offset(s))),
-					DrainedSince:    maybeTime(s),
-					CurrentSince:    maybeTime(s),
-					RampingSince:    maybeTime(s),
-					LastCurrentAt:   maybeTime(s),
-					DrainingSince:   drainingSince,
-					OwnDrainage:     fuzzOwnDrainage(s, drainingSince),
-					Described:       s.Intn(4) != 0,
-					TaskQueuesReady: s.Intn(3) != 0,
-					HasPollers:      s.Bool(),
+					BuildID:          b,
+					Status:           fuzzsrc.Pick(s, current, ramping, inactive, draining, drained, drained, "Created"),
+					RegisteredAt:     fuzzsrc.Pick(s, time.Time{}, t0.Add(offset(s))),
+					DrainedSince:     maybeTime(s),
+					CurrentSince:     maybeTime(s),
+					RampingSince:     maybeTime(s),
+					LastCurrentAt:    maybeTime(s),
+					DrainingSince:    drainingSince,
+					OwnDrainage:      fuzzOwnDrainage(s, drainingSince),
+					Described:        s.Intn(4) != 0,
+					TaskQueuesReady:  s.Intn(3) != 0,
+					HasPollers:       s.Bool(),
+					FirstActivatedAt: maybeTime(s),
 				})
 			}
 		}
@@ -246,6 +255,19 @@ func otherServer(in Input, d Deployment) bool {
 		return cur.NamespaceID != d.Server.NamespaceID
 	}
 	return cur.Address != d.Server.Address
+}
+
+// mayAbortTarget restates when the target may be scaled to zero for its
+// progress deadline: abort asked for, the deadline past since the start
+// status recorded, and Temporal showing that it never had traffic.
+func mayAbortTarget(in Input) bool {
+	ts, b := in.Temporal, in.Spec.TargetBuildID
+	if !in.Spec.ProgressDeadlineAbort || in.Spec.ProgressDeadline <= 0 || in.TargetSince.IsZero() || in.TargetHadCompleted ||
+		in.Now.Before(in.TargetSince.Add(in.Spec.ProgressDeadline)) || ts == nil || ts.CurrentBuildID == b || ts.RampingBuildID == b {
+		return false
+	}
+	v, ok := versionIn(ts, b)
+	return !ok || (v.Status == inactive && v.FirstActivatedAt == nil)
 }
 
 // safetyViolations lists every broken safety rule. It only reads the input,
@@ -337,6 +359,9 @@ func safetyViolations(in Input, r Result) []error {
 			continue
 		}
 		if s.BuildID == in.Spec.TargetBuildID {
+			if s.Reason == ScaleAbort && mayAbortTarget(in) {
+				continue
+			}
 			if s.Reason != ScaleToSpec || in.Spec.Replicas == nil || *in.Spec.Replicas != 0 {
 				bad("target %s scaled to zero without spec.replicas: 0 (%+v)", s.BuildID, s)
 			}

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -179,6 +180,8 @@ func (v *view) canWriteRouting() bool {
 type plan struct {
 	res     Result
 	requeue []time.Duration
+	// scaleEvents[i] is the index in res.Events of res.Scale[i]'s event.
+	scaleEvents []int
 }
 
 func (p *plan) event(typ, reason, msg string) {
@@ -187,6 +190,9 @@ func (p *plan) event(typ, reason, msg string) {
 
 func (p *plan) eventFirst(typ, reason, msg string) {
 	p.res.Events = append([]Event{{Type: typ, Reason: reason, Message: msg}}, p.res.Events...)
+	for i := range p.scaleEvents {
+		p.scaleEvents[i]++
+	}
 }
 
 // after asks to reconcile again within d.
@@ -200,7 +206,25 @@ func (p *plan) route(r Routing, reason, msg string) {
 
 func (p *plan) scale(d Deployment, replicas int32, why ScaleReason, reason, msg string) {
 	p.res.Scale = append(p.res.Scale, Scale{Name: d.Name, BuildID: d.BuildID, Replicas: replicas, Reason: why})
+	p.scaleEvents = append(p.scaleEvents, len(p.res.Events))
 	p.event(EventNormal, reason, msg)
+}
+
+// unscale withdraws a scale planned earlier in this pass, and its event.
+func (p *plan) unscale(name string) {
+	i := slices.IndexFunc(p.res.Scale, func(s Scale) bool { return s.Name == name })
+	if i < 0 {
+		return
+	}
+	e := p.scaleEvents[i]
+	p.res.Scale = slices.Delete(p.res.Scale, i, i+1)
+	p.scaleEvents = slices.Delete(p.scaleEvents, i, i+1)
+	p.res.Events = slices.Delete(p.res.Events, e, e+1)
+	for j := range p.scaleEvents {
+		if p.scaleEvents[j] > e {
+			p.scaleEvents[j]--
+		}
+	}
 }
 
 // Event types, as in corev1.

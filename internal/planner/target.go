@@ -56,8 +56,8 @@ func planTarget(v *view, p *plan) progress {
 	}
 	if rolling {
 		p.after(requeueWatch)
-		return movingBecause(v1alpha1.ReasonWaitingForPollers, fmt.Sprintf(
-			"rolling the changed pod template of version %s out to its Deployment %s in place before it gets traffic", v.target, dep.Name))
+		return pastDeadline(v, p, dep, movingBecause(v1alpha1.ReasonWaitingForPollers, fmt.Sprintf(
+			"rolling the changed pod template of version %s out to its Deployment %s in place before it gets traffic", v.target, dep.Name)))
 	}
 	if m := v.otherManager(); m != "" {
 		// Checked before the workers: nothing is routed either way, and
@@ -68,7 +68,7 @@ func planTarget(v *view, p *plan) progress {
 		return blockedBecause(v1alpha1.ReasonManagedByOtherIdentity, msg)
 	}
 	if prog, waiting := waitForWorkers(v, p, dep); waiting {
-		return prog
+		return pastDeadline(v, p, dep, prog)
 	}
 	return promote(v, p)
 }
@@ -85,12 +85,16 @@ func createTarget(v *view, p *plan) {
 	p.after(requeueWatch)
 }
 
-// targetReplicas is the target's spec.replicas once this plan is applied.
+// targetReplicas is the target's spec.replicas once this plan is applied:
+// zero while it stays aborted for missing its progress deadline.
 // With an autoscaler only our own scale-to-zero is undone (the spec went
 // back to a version that was sunset); the autoscaler takes over from
 // spec.replicas, or one replica. Its own scale-to-zero stands until work
 // waits for the target (see stranded), which then gets one replica.
 func targetReplicas(v *view, dep Deployment) int32 {
+	if v.keepAborted(dep) {
+		return 0
+	}
 	if want := v.specReplicas(); want != nil {
 		return *want
 	}

@@ -31,6 +31,10 @@ type Input struct {
 	// (rollout complete), or as taken away by someone else. If it is not
 	// current now, someone else changed routing, and that is not undone.
 	TargetHadCompleted bool
+	// TargetSince is when the target became the target, or its Deployment
+	// was last updated in place, if later (status); zero when status does
+	// not say yet, which counts as now. Spec.ProgressDeadline counts from it.
+	TargetSince time.Time
 	// TargetShownReady: status shows Ready=True with this target current.
 	// While reads fail for a moment, or Temporal applies some other
 	// routing change, that stands.
@@ -111,6 +115,12 @@ type Spec struct {
 	GeneratedBuildID string
 	// Drain is the drain deadline and the continue-as-new signal.
 	Drain DrainSpec
+	// ProgressDeadline bounds the wait for the target's workers
+	// (spec.rollout.progressDeadline); 0 is no bound.
+	ProgressDeadline time.Duration
+	// ProgressDeadlineAbort scales a target that missed the deadline, and
+	// never had traffic, to zero (spec.rollout.progressDeadlineAbort).
+	ProgressDeadlineAbort bool
 }
 
 // Deployment is one versioned Kubernetes Deployment.
@@ -149,6 +159,10 @@ type Deployment struct {
 	// AvailableSince is when it last became available (its Available
 	// condition's transition, whole seconds); zero when unknown.
 	AvailableSince time.Time
+	// CreatedAt is the Deployment's creation time; zero when unknown.
+	CreatedAt time.Time
+	// ReadyReplicas is status.readyReplicas, for messages.
+	ReadyReplicas int32
 }
 
 // TemporalState is the worker deployment as Temporal describes it.
@@ -211,6 +225,9 @@ type TemporalVersion struct {
 	// TaskQueuesReady: every task queue type of the version is registered.
 	TaskQueuesReady bool
 	HasPollers      bool
+	// MissingTaskQueues, when described, are the task queues ("name (Type)")
+	// the current version's workers poll and this version's do not, sorted.
+	MissingTaskQueues []string
 	// WorkflowTaskQueue is a workflow task queue its workers poll, where
 	// the gate workflow runs; empty when it polls none or is not described.
 	WorkflowTaskQueue string
@@ -331,6 +348,9 @@ const (
 	// ScaleSunset scales a finished version to zero. The executor records
 	// the time in the ScaledDownAt annotation (even if already at zero).
 	ScaleSunset ScaleReason = "Sunset"
+	// ScaleAbort scales a target that missed spec.rollout.progressDeadline,
+	// and never had traffic, to zero (spec.rollout.progressDeadlineAbort).
+	ScaleAbort ScaleReason = "ProgressDeadline"
 )
 
 // Scale sets spec.replicas of a Deployment.

@@ -428,6 +428,20 @@ func TaskQueuesReady(target, current VersionDetail) bool {
 	return true
 }
 
+// MissingTaskQueues are the task queues ("name (Type)") of the current
+// version that the target has not registered, sorted: what keeps
+// TaskQueuesReady false when the target polls other queues.
+func MissingTaskQueues(target, current VersionDetail) []string {
+	var missing []string
+	for _, tq := range current.TaskQueues {
+		if !slices.Contains(target.TaskQueues, tq) {
+			missing = append(missing, tq.Name+" ("+string(tq.Type)+")")
+		}
+	}
+	slices.Sort(missing)
+	return slices.Compact(missing)
+}
+
 // SetCurrent makes buildID current and returns the new conflict token.
 // Temporal clears the ramp if buildID was ramping.
 func (a *API) SetCurrent(ctx context.Context, deploymentName, buildID string, token []byte) ([]byte, error) {

@@ -49,6 +49,22 @@ func TestTaskQueuesReady(t *testing.T) {
 	}
 }
 
+func TestMissingTaskQueues(t *testing.T) {
+	wf := TaskQueue{Name: "orders", Type: TaskQueueWorkflow}
+	act := TaskQueue{Name: "orders", Type: TaskQueueActivity}
+	wrong := TaskQueue{Name: "orders-typo", Type: TaskQueueWorkflow}
+	vd := func(tqs ...TaskQueue) VersionDetail { return VersionDetail{TaskQueues: tqs} }
+	if got := MissingTaskQueues(vd(wrong), vd(wf, act)); !slices.Equal(got, []string{"orders (Activity)", "orders (Workflow)"}) {
+		t.Errorf("a version polling another queue misses %v, want both of the current version's", got)
+	}
+	if got := MissingTaskQueues(vd(wf, act, wrong), vd(wf, act)); got != nil {
+		t.Errorf("a version polling every queue of the current version misses %v, want none", got)
+	}
+	if got := MissingTaskQueues(vd(wrong), vd()); got != nil {
+		t.Errorf("with nothing current, missing %v, want none", got)
+	}
+}
+
 // TestVersionStatus: Temporal's own status wins; without one, routing and
 // drainage decide; with neither, the status is Unknown, never Inactive,
 // which could lose the version its workers.

@@ -80,6 +80,7 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 		Spec:               plannerSpec(twd, o.targetBuildID, r.MaxVersions),
 		TargetHadCompleted: targetHadCompleted(twd, o.targetBuildID),
 		TargetShownReady:   targetShownReady(twd, o.targetBuildID),
+		TargetSince:        targetSince(twd, o.targetBuildID),
 		Deletion:           deletion(twd),
 		Namespace:          twd.Namespace,
 		Name:               twd.Name,
@@ -313,6 +314,7 @@ func (r *Reconciler) describeTarget(ctx context.Context, o *observation, v *plan
 	}
 	v.HasPollers = target.HasPollers
 	v.TaskQueuesReady = temporal.TaskQueuesReady(target, current)
+	v.MissingTaskQueues = temporal.MissingTaskQueues(target, current)
 	v.WorkflowTaskQueue = ""
 	for _, tq := range target.TaskQueues {
 		if tq.Type == temporal.TaskQueueWorkflow {
@@ -356,7 +358,28 @@ func plannerSpec(twd *v1alpha1.TemporalWorkerDeployment, target string, maxVersi
 	if d := twd.Spec.Sunset.DeleteDelay; d != nil {
 		s.DeleteDelay = d.Duration
 	}
+	s.ProgressDeadline, s.ProgressDeadlineAbort = defaultProgressDeadline, twd.Spec.Rollout.ProgressDeadlineAbort
+	if d := twd.Spec.Rollout.ProgressDeadline; d != nil {
+		s.ProgressDeadline = d.Duration
+	}
 	return s
+}
+
+// defaultProgressDeadline is the CRD's default of spec.rollout.progressDeadline.
+const defaultProgressDeadline = 10 * time.Minute
+
+// targetSince is when status says this target started, or its Deployment
+// was last updated in place if later; zero when status does not say.
+func targetSince(twd *v1alpha1.TemporalWorkerDeployment, target string) time.Time {
+	t := twd.Status.TargetVersion
+	if t == nil || t.BuildID != target || t.TargetSince == nil {
+		return time.Time{}
+	}
+	since := t.TargetSince.Time
+	if u := t.UpdatedInPlaceAt; u != nil && u.After(since) {
+		since = u.Time
+	}
+	return since
 }
 
 // ownerKey names the TWD's client in the pool.

@@ -51,6 +51,7 @@ func buildStatus(old v1alpha1.TemporalWorkerDeploymentStatus, generation int64, 
 		switch {
 		case pv.Target:
 			wv.CompletedAt = completedAt(old.TargetVersion, pv.BuildID, rep.TargetCompleted, now)
+			wv.TargetSince = targetSinceStatus(old.TargetVersion, pv.BuildID, now)
 			st.TargetVersion = &wv
 		case wv.Status == v1alpha1.VersionCurrent:
 			st.CurrentVersion = &wv
@@ -106,6 +107,16 @@ func completedAt(prev *v1alpha1.WorkerVersion, build string, completed bool, now
 		return &t
 	}
 	return nil
+}
+
+// targetSinceStatus is the target's TargetSince: kept while the build
+// stays the target, now when it becomes the target.
+func targetSinceStatus(prev *v1alpha1.WorkerVersion, build string, now time.Time) *metav1.Time {
+	if prev != nil && prev.BuildID == build && prev.TargetSince != nil {
+		return prev.TargetSince
+	}
+	t := metav1.NewTime(now)
+	return &t
 }
 
 // kstatusConditions are Reconciling and Stalled, kstatus' conventions,

@@ -216,3 +216,24 @@ func TestCompletedAtIsRecorded(t *testing.T) {
 		t.Errorf("completedAt on the new target %v or the old one %v, want neither", st.TargetVersion.CompletedAt, st.CurrentVersion.CompletedAt)
 	}
 }
+
+// TestTargetSinceIsRecorded: when a build became the target is a status
+// field (the progress deadline counts from it), kept while it stays the
+// target, reset by a new target.
+func TestTargetSinceIsRecorded(t *testing.T) {
+	v1 := planner.Result{State: planner.StateMoving, Versions: []planner.Version{{BuildID: "v1", Status: v1alpha1.VersionNotRegistered, Target: true}}}
+	first := buildStatusOnly(v1alpha1.TemporalWorkerDeploymentStatus{}, 1, v1, outcome{}, nil, t0)
+	if s := first.TargetVersion.TargetSince; s == nil || !s.Time.Equal(t0) {
+		t.Fatalf("targetSince = %v, want %s", s, t0)
+	}
+	later := buildStatusOnly(first, 2, v1, outcome{}, nil, t0.Add(time.Hour))
+	if s := later.TargetVersion.TargetSince; s == nil || !s.Time.Equal(t0) {
+		t.Errorf("targetSince = %v an hour later with the same target, want it kept from %s", s, t0)
+	}
+	v2 := planner.Result{State: planner.StateMoving, Versions: []planner.Version{
+		{BuildID: "v1", Status: v1alpha1.VersionInactive}, {BuildID: "v2", Status: v1alpha1.VersionNotRegistered, Target: true}}}
+	next := buildStatusOnly(later, 3, v2, outcome{}, nil, t0.Add(2*time.Hour))
+	if s := next.TargetVersion.TargetSince; s == nil || !s.Time.Equal(t0.Add(2*time.Hour)) {
+		t.Errorf("targetSince of the new target = %v, want %s", s, t0.Add(2*time.Hour))
+	}
+}
