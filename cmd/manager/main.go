@@ -53,12 +53,17 @@ func main() {
 			opts.AllowedTemporalHosts, err = temporal.ParseAllowedHosts(v)
 			return err
 		})
+	showVersion := flag.Bool("version", false, "print the version and revision and exit")
 	webhook := bindWebhookFlags(flag.CommandLine)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	// --kubeconfig is registered by controller-runtime; without it the
 	// in-cluster config or $KUBECONFIG is used.
 	flag.Parse()
+	if *showVersion {
+		printVersion(os.Stdout)
+		return
+	}
 	var err error
 	if opts.Webhook, err = webhook.options(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
