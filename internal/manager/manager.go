@@ -90,7 +90,9 @@ type Options struct {
 	// split a cluster.
 	WatchNamespaces []string
 	// Webhook serves the validating webhooks of the three kinds;
-	// nil means no webhook server.
+	// nil means no webhook server. Without rotation, a certificate
+	// directory or a certificate in the default one, there is none either
+	// (withoutMissingCert).
 	Webhook *WebhookOptions
 	// AllowedTemporalHosts are the only addresses the controller connects
 	// to, and that the webhook admits in a TemporalConnection; the zero
@@ -154,6 +156,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	opts.Webhook = withoutMissingCert(opts.Webhook, opts.Logger)
 	if opts.ExternalMetrics {
 		if opts.Webhook == nil {
 			return nil, errors.New("the external metrics API is served by the webhook server, which is disabled")
