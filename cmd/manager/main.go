@@ -74,6 +74,7 @@ func main() {
 	ctrl.SetLogger(logger)
 	klog.SetLogger(logger) // client-go's logs, structured like ours
 	opts.Logger = logger
+	opts.Version = version
 	logger.Info("starting the Rainbow manager", "version", version, "revision", revision)
 	if err := run(opts); err != nil {
 		logger.Error(err, "manager stopped")

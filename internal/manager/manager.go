@@ -109,6 +109,9 @@ type Options struct {
 	// Workers is how many TemporalWorkerDeployments are reconciled at
 	// once; 0 means the controller's default (8).
 	Workers int
+	// Version is the controller's version, which each worker version's
+	// metadata in Temporal names; empty means "devel".
+	Version string
 	// ExternalMetrics serves the versions' backlogs through the external
 	// metrics API on the webhook server (which it needs), for the
 	// APIService v1beta1.external.metrics.k8s.io; with certificate
@@ -251,7 +254,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	if err := (&workerdeployment.Reconciler{
 		Client: leaderClient, APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: recorder, Clock: clock.RealClock{}, MaxVersions: opts.MaxVersions,
-		Backlogs: backlogs, Workers: opts.Workers, BannedKinds: bannedKinds(opts.Webhook),
+		Backlogs: backlogs, Workers: opts.Workers, BannedKinds: bannedKinds(opts.Webhook), ControllerVersion: opts.Version,
 	}).SetupWithManager(mgr); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("set up the TemporalWorkerDeployment controller: %w", err)

@@ -1,6 +1,9 @@
 package helm
 
 import (
+	"context"
+	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +12,11 @@ import (
 	"testing"
 	"time"
 
+	deploymentpb "go.temporal.io/api/deployment/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
 	"github.com/rainbow-deploy/rainbow/test/harness"
 )
 
@@ -19,6 +27,7 @@ const noCertLine = "no webhook certificate: running without the webhook server"
 // the cluster with only --kubeconfig (docs/install.md#running-it-outside-the-cluster):
 // no webhook certificate anywhere, so it says once that it runs without its
 // webhook server, and it still reconciles: the examples roll out to Ready.
+// The version it rolled out carries its metadata in Temporal.
 func TestManagerRunByHand(t *testing.T) {
 	bin := filepath.Join(env.BinDir, "manager")
 	if _, err := os.Stat(bin); err != nil {
@@ -33,6 +42,27 @@ func TestManagerRunByHand(t *testing.T) {
 
 	w := newWorkers(tt)
 	w.waitCurrent(4*time.Minute, "v1")
+
+	// Temporal names who manages the version: the controller's identity
+	// and the version --version prints, the TWD and its image.
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		t.Fatalf("manager --version: %v", err)
+	}
+	fields := strings.Fields(string(out)) // rainbow-manager <version> (revision <sha>)
+	if len(fields) < 2 {
+		t.Fatalf("manager --version printed %q", out)
+	}
+	want := map[string]string{
+		workerdeployment.MetadataController:        "rainbow-by-hand-" + tt.Suffix,
+		workerdeployment.MetadataControllerVersion: fields[1],
+		workerdeployment.MetadataTWD:               tt.Namespace + "/" + w.twd.Name,
+		workerdeployment.MetadataImage:             w.twd.Spec.Template.Spec.Containers[0].Image,
+	}
+	tt.Eventually(time.Minute, fmt.Sprintf("the version's metadata in Temporal %v", want), func() (bool, string) {
+		got, err := versionMetadata(w.twd.WorkerDeploymentName(), w.buildID())
+		return err == nil && maps.Equal(got, want), fmt.Sprintf("%v (%v)", got, err)
+	})
 	w.delete() // while the manager runs: the finalizers are its own
 
 	data, err := os.ReadFile(logPath)
@@ -42,6 +72,29 @@ func TestManagerRunByHand(t *testing.T) {
 	if n := strings.Count(string(data), noCertLine); n != 1 {
 		t.Errorf("the manager logged %q %d times, want once; log:\n%s", noCertLine, n, data)
 	}
+}
+
+// versionMetadata reads a version's metadata through Temporal's API, as
+// its UI and CLI do.
+func versionMetadata(deployment, build string) (map[string]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := env.Temporal.WorkflowService().DescribeWorkerDeploymentVersion(ctx, &workflowservice.DescribeWorkerDeploymentVersionRequest{
+		Namespace:         env.Info.TemporalNamespace,
+		DeploymentVersion: &deploymentpb.WorkerDeploymentVersion{DeploymentName: deployment, BuildId: build},
+	})
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]string{}
+	for k, p := range resp.GetWorkerDeploymentVersionInfo().GetMetadata().GetEntries() {
+		var v string
+		if err := converter.GetDefaultDataConverter().FromPayload(p, &v); err != nil {
+			return nil, fmt.Errorf("entry %s: %w", k, err)
+		}
+		m[k] = v
+	}
+	return m, nil
 }
 
 // startByHand starts bin with args and an empty temporary directory (so no
