@@ -95,6 +95,16 @@ image: ## Build the manager's image (linux/amd64 and linux/arm64) as an OCI imag
 	SOURCE_DATE_EPOCH=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null)} go run ./dev/image --out $(CACHE)/image/oci \
 	  --version $(IMAGE_VERSION) --revision $(REVISION) --platforms $(IMAGE_PLATFORMS)
 
+# `make release VERSION=v0.x.y` writes into DIST: the image as an OCI archive
+# for RELEASE_PLATFORMS, both charts packaged as VERSION, the CRDs as one
+# file, an SBOM per platform and SHA256SUMS (docs/release.md).
+DIST ?= $(ROOT)/dist
+RELEASE_PLATFORMS ?= linux/amd64,linux/arm64
+
+.PHONY: release
+release: | $(HELM) ## Build release VERSION (v0.x.y) into DIST (dist/): image archive, charts, CRDs, SBOMs, checksums (docs/release.md)
+	@VERSION=$(VERSION) REVISION=$(REVISION) DIST=$(abspath $(DIST)) HELM=$(HELM) PLATFORMS=$(RELEASE_PLATFORMS) hack/release.sh
+
 .PHONY: vet
 vet: ## go vet both modules and check formatting
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
