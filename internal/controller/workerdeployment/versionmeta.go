@@ -10,10 +10,13 @@ import (
 )
 
 // The metadata the controller gives each version it rolls out, so that
-// Temporal's UI and CLI show who manages it and what it runs.
+// Temporal's UI and CLI show who manages it and what it runs. The first two
+// keys are the ones Temporal's server (it counts versions with
+// temporal.io/controller as controller-managed) and its worker controller
+// use.
 const (
-	MetadataController        = "rainbow.temporal.io/controller"
-	MetadataControllerVersion = "rainbow.temporal.io/controller-version"
+	MetadataController        = "temporal.io/controller"
+	MetadataControllerVersion = "temporal.io/controller-version"
 	MetadataTWD               = "rainbow.temporal.io/temporal-worker-deployment"
 	MetadataImage             = "rainbow.temporal.io/image"
 )
