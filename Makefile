@@ -15,6 +15,12 @@ HELM := $(TOOLS)/helm-$(HELM_VERSION)
 HELM4_VERSION := $(shell awk '$$1 == "helm.sh/helm/v4" { print $$2 }' hack/tools/helm4/go.mod)
 HELM4 := $(TOOLS)/helm-$(HELM4_VERSION)
 GO_TEST_FLAGS ?=
+# The version and revision stamped into the manager (`manager --version`, its
+# first log line, the image's labels): a tag if HEAD has one, "-dirty" with
+# uncommitted changes. `make release VERSION=v0.x.y` sets it.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+MANAGER_LDFLAGS = -X main.version=$(VERSION) -X main.revision=$(REVISION)
 
 .PHONY: all
 all: bins
@@ -72,22 +78,32 @@ kube-bins: ## Build etcd, kube-apiserver, kube-controller-manager and kubectl in
 bins: ## Build the project's binaries into .cache/bin
 	@mkdir -p $(BIN)
 	@echo ">> Building demo-worker, manager and demo (the first build takes a few minutes on 2 cores)"
-	go build -o $(BIN)/ ./dev/cmd/demo-worker ./cmd/manager ./dev/cmd/demo
+	go build -o $(BIN)/ ./dev/cmd/demo-worker ./dev/cmd/demo
+	go build -ldflags "$(MANAGER_LDFLAGS)" -o $(BIN)/ ./cmd/manager
 	@echo ">> Building devenv (links the Temporal server: several minutes on a cold cache)"
 	cd dev/cmd/devenv && go build -o $(BIN)/devenv .
 
-# `make image` names the image after the commit (a tag if HEAD has one,
-# "-dirty" with uncommitted changes) and stamps every time in it with
+# `make image` names the image after VERSION and stamps every time in it with
 # SOURCE_DATE_EPOCH, the commit's time unless set: the same commit gives the
 # same digest.
-IMAGE_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+IMAGE_VERSION ?= $(VERSION)
 IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
 
 .PHONY: image
 image: ## Build the manager's image (linux/amd64 and linux/arm64) as an OCI image layout into .cache/image/oci
 	@echo ">> Building the manager for $(IMAGE_PLATFORMS) (each platform compiles everything once on a cold cache: minutes on 2 cores)"
 	SOURCE_DATE_EPOCH=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null)} go run ./dev/image --out $(CACHE)/image/oci \
-	  --version $(IMAGE_VERSION) --revision "$$(git rev-parse HEAD 2>/dev/null)" --platforms $(IMAGE_PLATFORMS)
+	  --version $(IMAGE_VERSION) --revision $(REVISION) --platforms $(IMAGE_PLATFORMS)
+
+# `make release VERSION=v0.x.y` writes into DIST: the image as an OCI archive
+# for RELEASE_PLATFORMS, both charts packaged as VERSION, the CRDs as one
+# file, an SBOM per platform and SHA256SUMS (docs/release.md).
+DIST ?= $(ROOT)/dist
+RELEASE_PLATFORMS ?= linux/amd64,linux/arm64
+
+.PHONY: release
+release: | $(HELM) ## Build release VERSION (v0.x.y) into DIST (dist/): image archive, charts, CRDs, SBOMs, checksums (docs/release.md)
+	@VERSION=$(VERSION) REVISION=$(REVISION) DIST=$(abspath $(DIST)) HELM=$(HELM) PLATFORMS=$(RELEASE_PLATFORMS) hack/release.sh
 
 .PHONY: vet
 vet: ## go vet both modules and check formatting

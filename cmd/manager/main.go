@@ -53,12 +53,17 @@ func main() {
 			opts.AllowedTemporalHosts, err = temporal.ParseAllowedHosts(v)
 			return err
 		})
+	showVersion := flag.Bool("version", false, "print the version and revision and exit")
 	webhook := bindWebhookFlags(flag.CommandLine)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	// --kubeconfig is registered by controller-runtime; without it the
 	// in-cluster config or $KUBECONFIG is used.
 	flag.Parse()
+	if *showVersion {
+		printVersion(os.Stdout)
+		return
+	}
 	var err error
 	if opts.Webhook, err = webhook.options(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -69,6 +74,7 @@ func main() {
 	ctrl.SetLogger(logger)
 	klog.SetLogger(logger) // client-go's logs, structured like ours
 	opts.Logger = logger
+	opts.Version = version
 	logger.Info("starting the Rainbow manager", "version", version, "revision", revision)
 	if err := run(opts); err != nil {
 		logger.Error(err, "manager stopped")

@@ -45,29 +45,35 @@ func (b Build) Binary(ctx context.Context, platform v1.Platform, dir string) (st
 	return out, nil
 }
 
-// Index builds the package for each platform, in order, into a temporary
-// folder and returns the multi-platform image.
-func (b Build) Index(ctx context.Context, platforms []v1.Platform, m Meta) (v1.ImageIndex, error) {
-	tmp, err := os.MkdirTemp("", "rainbow-image-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(tmp)
-	images := make([]Platform, len(platforms))
-	for i, p := range platforms {
-		path, err := b.Binary(ctx, p, tmp)
+// Index builds the package for each platform, in order, into binDir (a
+// temporary folder when empty) and returns the multi-platform image and the
+// binaries' paths, in the same order.
+func (b Build) Index(ctx context.Context, platforms []v1.Platform, m Meta, binDir string) (v1.ImageIndex, []string, error) {
+	if binDir == "" {
+		tmp, err := os.MkdirTemp("", "rainbow-image-")
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		defer os.RemoveAll(tmp)
+		binDir = tmp
+	}
+	images := make([]Platform, len(platforms))
+	paths := make([]string, len(platforms))
+	for i, p := range platforms {
+		path, err := b.Binary(ctx, p, binDir)
+		if err != nil {
+			return nil, nil, err
+		}
+		paths[i] = path
 		binary, err := os.ReadFile(path)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		img, err := Image(binary, p, m)
 		if err != nil {
-			return nil, fmt.Errorf("image for %s/%s: %w", p.OS, p.Architecture, err)
+			return nil, nil, fmt.Errorf("image for %s/%s: %w", p.OS, p.Architecture, err)
 		}
 		images[i] = Platform{Platform: p, Image: img}
 	}
-	return Index(images, m), nil
+	return Index(images, m), paths, nil
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"debug/buildinfo"
 	"debug/elf"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -41,13 +42,15 @@ func TestManagerImage(t *testing.T) {
 	}
 	host := v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
 	b := Build{Dir: root, Package: "./cmd/manager", Version: testMeta.Version, Revision: testMeta.Revision}
+	var binaries []string
 	build := func(dir string) v1.ImageIndex {
 		t.Helper()
 		start := time.Now()
-		idx, err := b.Index(t.Context(), []v1.Platform{host}, testMeta)
+		idx, bins, err := b.Index(t.Context(), []v1.Platform{host}, testMeta, t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}
+		binaries = bins
 		if err := WriteLayout(dir, idx, testMeta.Version); err != nil {
 			t.Fatal(err)
 		}
@@ -85,6 +88,103 @@ func TestManagerImage(t *testing.T) {
 	for _, flag := range []string{"-leader-elect", "-metrics-bind-address", "-health-probe-bind-address", "-identity", "-max-versions", "-kubeconfig", "-webhook-port", "-zap-log-level"} {
 		if !strings.Contains(out, flag) {
 			t.Errorf("/manager --help does not list %s:\n%s", flag, out)
+		}
+	}
+	if len(binaries) != 1 {
+		t.Fatalf("Index returned the binaries %v, want one", binaries)
+	}
+	checkSBOM(t, binaries[0], host)
+	checkTar(t, filepath.Join(tmp, "first"))
+}
+
+// checkSBOM makes the SBOM of a binary and checks it against what
+// `go version -m` reads from the binary: each module, at its version (its
+// replacement's where replaced), and the Go version.
+func checkSBOM(t *testing.T, binary string, platform v1.Platform) {
+	t.Helper()
+	data, err := SBOM(binary, platform, testMeta.Version, testMeta.Revision, testMeta.Created)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc bom
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.BOMFormat != "CycloneDX" || doc.SpecVersion != "1.5" || !strings.HasPrefix(doc.SerialNumber, "urn:uuid:") ||
+		doc.Metadata.Component.Version != testMeta.Version || doc.Metadata.Timestamp != "2026-01-02T03:04:05Z" ||
+		!strings.HasPrefix(doc.Metadata.Component.PURL, "pkg:golang/github.com/rainbow-deploy/rainbow@"+testMeta.Version+"?") {
+		t.Errorf("SBOM header: %s", data[:min(len(data), 1200)])
+	}
+	got := map[string]string{}
+	for _, c := range doc.Components {
+		got[c.Name] = c.Version
+	}
+	out, err := exec.Command("go", "version", "-m", binary).Output()
+	if err != nil {
+		t.Fatalf("go version -m: %v", err)
+	}
+	want := map[string]string{}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 2 && strings.HasSuffix(f[0], ":"): // "<binary>: go1.26.x"
+			want["stdlib"] = f[1]
+		case len(f) >= 3 && f[0] == "dep":
+			want[f[1]] = f[2]
+		case len(f) >= 3 && f[0] == "=>": // the dep above is replaced
+			want[f[1]] = f[2]
+		}
+	}
+	if len(want) < 50 || !cmp.Equal(pruneReplaced(want, got), got) {
+		t.Errorf("SBOM components differ from go version -m (-go +sbom):\n%s", cmp.Diff(pruneReplaced(want, got), got))
+	}
+}
+
+// pruneReplaced drops the modules go version -m lists as replaced (the
+// SBOM names their replacement instead).
+func pruneReplaced(want, got map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range want {
+		if _, ok := got[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// checkTar archives the layout twice: the same bytes, and the layout's
+// files in it.
+func checkTar(t *testing.T, dir string) {
+	t.Helper()
+	a, b := filepath.Join(t.TempDir(), "a.tar"), filepath.Join(t.TempDir(), "b.tar")
+	for _, f := range []string{a, b} {
+		if err := TarLayout(dir, f, testMeta.Created); err != nil {
+			t.Fatal(err)
+		}
+	}
+	da, _ := os.ReadFile(a)
+	db, _ := os.ReadFile(b)
+	if !bytes.Equal(da, db) {
+		t.Error("two archives of the same layout differ")
+	}
+	names := map[string]bool{}
+	tr := tar.NewReader(bytes.NewReader(da))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names[h.Name] = true
+		if !h.ModTime.Equal(testMeta.Created) || h.Uid != 0 {
+			t.Errorf("%s: time %s, uid %d; want SOURCE_DATE_EPOCH and root", h.Name, h.ModTime, h.Uid)
+		}
+	}
+	for _, n := range []string{"oci-layout", "index.json", "blobs/sha256/"} {
+		if !names[n] {
+			t.Errorf("the archive has no %s: %v", n, names)
 		}
 	}
 }

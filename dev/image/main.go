@@ -26,12 +26,16 @@ func main() {
 		m         = Meta{Title: "rainbow-manager", Description: "Rainbow: a Kubernetes controller for Temporal worker versioning"}
 		out       string
 		platforms string
+		tarFile   string
+		sbomDir   string
 	)
 	flag.StringVar(&out, "out", ".cache/image/oci", "the OCI image layout to write (replaced)")
 	flag.StringVar(&platforms, "platforms", "linux/amd64,linux/arm64", "comma-separated os/arch to build")
 	flag.StringVar(&b.Version, "version", "devel", "version: main.version, the label and the layout's ref name")
 	flag.StringVar(&b.Revision, "revision", "", "VCS revision: main.revision and the label")
 	flag.StringVar(&m.Source, "source", "https://github.com/rainbow-deploy/rainbow", "source repository label")
+	flag.StringVar(&tarFile, "tar", "", "also write the layout as a tar archive (an oci-archive) to this file")
+	flag.StringVar(&sbomDir, "sbom", "", "also write a CycloneDX SBOM of each platform's binary, from its Go build info, into this folder")
 	flag.Parse()
 	m.Version, m.Revision = b.Version, b.Revision
 
@@ -46,12 +50,30 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	start := time.Now()
-	idx, err := b.Index(ctx, plats, m)
+	var binDir string
+	if sbomDir != "" {
+		// The SBOMs read the binaries once the image is built.
+		if binDir, err = os.MkdirTemp("", "rainbow-image-"); err != nil {
+			fail(err)
+		}
+		defer os.RemoveAll(binDir)
+	}
+	idx, binaries, err := b.Index(ctx, plats, m, binDir)
 	if err != nil {
 		fail(err)
 	}
 	if err := WriteLayout(out, idx, b.Version); err != nil {
 		fail(err)
+	}
+	if tarFile != "" {
+		if err := TarLayout(out, tarFile, m.Created); err != nil {
+			fail(err)
+		}
+	}
+	if sbomDir != "" {
+		if err := writeSBOMs(sbomDir, m.Title, binaries, plats, b.Version, b.Revision, m.Created); err != nil {
+			fail(err)
+		}
 	}
 	if err := report(os.Stdout, out, idx, time.Since(start)); err != nil {
 		fail(err)

@@ -90,7 +90,9 @@ type Options struct {
 	// split a cluster.
 	WatchNamespaces []string
 	// Webhook serves the validating webhooks of the three kinds;
-	// nil means no webhook server.
+	// nil means no webhook server. Without rotation, a certificate
+	// directory or a certificate in the default one, there is none either
+	// (withoutMissingCert).
 	Webhook *WebhookOptions
 	// AllowedTemporalHosts are the only addresses the controller connects
 	// to, and that the webhook admits in a TemporalConnection; the zero
@@ -107,6 +109,9 @@ type Options struct {
 	// Workers is how many TemporalWorkerDeployments are reconciled at
 	// once; 0 means the controller's default (8).
 	Workers int
+	// Version is the controller's version, which each worker version's
+	// metadata in Temporal names; empty means "devel".
+	Version string
 	// ExternalMetrics serves the versions' backlogs through the external
 	// metrics API on the webhook server (which it needs), for the
 	// APIService v1beta1.external.metrics.k8s.io; with certificate
@@ -154,6 +159,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	opts.Webhook = withoutMissingCert(opts.Webhook, opts.Logger)
 	if opts.ExternalMetrics {
 		if opts.Webhook == nil {
 			return nil, errors.New("the external metrics API is served by the webhook server, which is disabled")
@@ -248,7 +254,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	if err := (&workerdeployment.Reconciler{
 		Client: leaderClient, APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: recorder, Clock: clock.RealClock{}, MaxVersions: opts.MaxVersions,
-		Backlogs: backlogs, Workers: opts.Workers, BannedKinds: bannedKinds(opts.Webhook),
+		Backlogs: backlogs, Workers: opts.Workers, BannedKinds: bannedKinds(opts.Webhook), ControllerVersion: opts.Version,
 	}).SetupWithManager(mgr); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("set up the TemporalWorkerDeployment controller: %w", err)

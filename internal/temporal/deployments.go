@@ -9,12 +9,14 @@ import (
 	"strings"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	deploymentpb "go.temporal.io/api/deployment/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
@@ -209,6 +211,9 @@ type VersionDetail struct {
 	// nil when the server reported none (a server without task queue
 	// statistics).
 	Backlog []TaskQueueBacklog
+	// Metadata are the version's metadata entries whose values are
+	// strings (UpdateVersionMetadata writes those).
+	Metadata map[string]string
 }
 
 // TaskQueueBacklog is what Temporal reports about one task queue of a
@@ -309,6 +314,7 @@ func (a *API) describeVersion(ctx context.Context, deploymentName, buildID strin
 	}
 	sortTaskQueues(d.TaskQueues)
 	d.Backlog = backlogOf(resp.GetVersionTaskQueues())
+	d.Metadata = stringEntries(info.GetMetadata().GetEntries())
 	if !pollers {
 		return d, nil
 	}
@@ -440,6 +446,43 @@ func MissingTaskQueues(target, current VersionDetail) []string {
 	}
 	slices.Sort(missing)
 	return slices.Compact(missing)
+}
+
+// UpdateVersionMetadata sets the entries of a version's metadata (strings,
+// as JSON payloads, which Temporal's UI and CLI show as text), leaving its
+// other entries as they are.
+func (a *API) UpdateVersionMetadata(ctx context.Context, deploymentName, buildID string, entries map[string]string) error {
+	upsert := make(map[string]*commonpb.Payload, len(entries))
+	for k, v := range entries {
+		p, err := converter.GetDefaultDataConverter().ToPayload(v)
+		if err != nil {
+			return err
+		}
+		upsert[k] = p
+	}
+	_, err := a.c.WorkflowService().UpdateWorkerDeploymentVersionMetadata(ctx, &workflowservice.UpdateWorkerDeploymentVersionMetadataRequest{
+		Namespace:         a.namespace,
+		DeploymentVersion: &deploymentpb.WorkerDeploymentVersion{DeploymentName: deploymentName, BuildId: buildID},
+		UpsertEntries:     upsert,
+		Identity:          a.identity,
+	})
+	return wrapErr("UpdateVersionMetadata", deploymentName, buildID, err)
+}
+
+// stringEntries decodes the entries that hold a string; nil when none do.
+func stringEntries(entries map[string]*commonpb.Payload) map[string]string {
+	var m map[string]string
+	for k, p := range entries {
+		var v string
+		if converter.GetDefaultDataConverter().FromPayload(p, &v) != nil {
+			continue
+		}
+		if m == nil {
+			m = map[string]string{}
+		}
+		m[k] = v
+	}
+	return m
 }
 
 // SetCurrent makes buildID current and returns the new conflict token.

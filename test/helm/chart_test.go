@@ -8,9 +8,13 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 
 	"github.com/rainbow-deploy/rainbow/internal/admission"
@@ -56,7 +60,7 @@ func TestTemplate(t *testing.T) {
 		check: func(t *testing.T, r *rendering) {
 			args := r.args(t)
 			d := r.deployment(t)
-			if *d.Spec.Replicas != 1 || args["--identity"] != manager.DefaultIdentity || args["--max-versions"] != fmt.Sprint(manager.DefaultMaxVersions) ||
+			if *d.Spec.Replicas != 2 || args["--identity"] != manager.DefaultIdentity || args["--max-versions"] != fmt.Sprint(manager.DefaultMaxVersions) ||
 				args["--owned-resource-banned-kinds"] != strings.Join(admission.DefaultBannedKinds, ",") || args["--webhook-cert-rotation"] != "" {
 				t.Errorf("replicas %d, args %v: want the manager's defaults and the built-in rotation", *d.Spec.Replicas, args)
 			}
@@ -79,6 +83,25 @@ func TestTemplate(t *testing.T) {
 			r.checkOwnedResources(t, nil, nil)
 			r.checkMetricsAuth(t, true)
 			r.checkUserRoles(t, true)
+			r.checkHighlyAvailable(t, "preferred")
+		},
+	}, {
+		name: "required anti-affinity",
+		args: []string{"--set", "podAntiAffinity=required"},
+		check: func(t *testing.T, r *rendering) {
+			r.checkHighlyAvailable(t, "required")
+		},
+	}, {
+		name: "one replica without leader election, recreated on update, no PodDisruptionBudget",
+		args: []string{"--set", "leaderElection.enabled=false", "--set", "replicas=1", "--set", "updateStrategy.type=Recreate",
+			"--set", "podDisruptionBudget.enabled=false", "--set", "podAntiAffinity=none"},
+		check: func(t *testing.T, r *rendering) {
+			d := r.deployment(t)
+			if _, ok := r.args(t)["--leader-elect"]; ok || *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType ||
+				d.Spec.Strategy.RollingUpdate != nil || d.Spec.Template.Spec.Affinity != nil || len(r.ofKind("PodDisruptionBudget")) > 0 {
+				t.Errorf("replicas %d, strategy %+v, affinity %+v, %d PodDisruptionBudgets: want one replica without --leader-elect, Recreate, no affinity and no budget",
+					*d.Spec.Replicas, d.Spec.Strategy, d.Spec.Template.Spec.Affinity, len(r.ofKind("PodDisruptionBudget")))
+			}
 		},
 	}, {
 		name: "metrics without authentication, no user roles",
@@ -245,7 +268,12 @@ func TestTemplateRefuses(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--set", "replicas=2", "--set", "leaderElection.enabled=false"}, "replicas > 1 needs leaderElection.enabled"},
+		{[]string{"--set", "leaderElection.enabled=false"}, "leaderElection.enabled=false with replicas=2"},
+		{[]string{"--set", "leaderElection.enabled=false", "--set", "replicas=1"}, "leaderElection.enabled=false with a surge in updateStrategy (maxSurge 1)"},
+		// Kubernetes' default surge, 25%, is a surge too.
+		{[]string{"--set", "leaderElection.enabled=false", "--set", "replicas=1", "--set", "updateStrategy.rollingUpdate=null"},
+			"leaderElection.enabled=false with a surge in updateStrategy (maxSurge 25%)"},
+		{[]string{"--set", "podAntiAffinity=soft"}, "/podAntiAffinity"},
 		{[]string{"--set", "metrics.serviceMonitor.enabled=true"}, "pass --api-versions monitoring.coreos.com/v1"},
 		{[]string{"--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.enabled=false", "--api-versions", "monitoring.coreos.com/v1"}, "needs metrics.enabled"},
 		{[]string{"--set", "webhook.certManager.enabled=true"}, "pass --api-versions cert-manager.io/v1"},
@@ -459,5 +487,48 @@ func TestCRDsChart(t *testing.T) {
 		if o.GetKind() != "CustomResourceDefinition" || o.GetAnnotations()["helm.sh/resource-policy"] != "" {
 			t.Errorf("with deletionPolicy and keepOnUninstall off: %s %s, annotations %v", o.GetKind(), o.GetName(), o.GetAnnotations())
 		}
+	}
+}
+
+// checkHighlyAvailable checks the chart's defaults for more than one
+// replica: leader election, a rolling update that starts the new pod before
+// stopping an old one, the anti-affinity antiAffinity ("preferred" or
+// "required") on the pods' own labels, and a PodDisruptionBudget of the
+// controller's pods.
+func (r *rendering) checkHighlyAvailable(t *testing.T, antiAffinity string) {
+	t.Helper()
+	d := r.deployment(t)
+	if _, ok := r.args(t)["--leader-elect"]; !ok {
+		t.Error("no --leader-elect")
+	}
+	if ru := d.Spec.Strategy.RollingUpdate; d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType || ru == nil ||
+		ru.MaxSurge.String() != "1" || ru.MaxUnavailable.String() != "0" {
+		t.Errorf("strategy %+v, want a RollingUpdate with maxSurge 1 and maxUnavailable 0", d.Spec.Strategy)
+	}
+	var terms []corev1.PodAffinityTerm
+	if a := d.Spec.Template.Spec.Affinity; a != nil && a.PodAntiAffinity != nil {
+		for _, w := range a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+			if antiAffinity == "preferred" {
+				terms = append(terms, w.PodAffinityTerm)
+			}
+		}
+		if antiAffinity == "required" {
+			terms = a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+		}
+	}
+	podLabels := labels.Set(d.Spec.Template.Labels)
+	if len(terms) != 1 || terms[0].TopologyKey != "kubernetes.io/hostname" || terms[0].LabelSelector == nil ||
+		!labels.SelectorFromSet(terms[0].LabelSelector.MatchLabels).Matches(podLabels) {
+		t.Errorf("affinity %+v: want one %s anti-affinity term per node (kubernetes.io/hostname) that selects the controller's pods %v",
+			d.Spec.Template.Spec.Affinity, antiAffinity, podLabels)
+	}
+	pdbs := r.ofKind("PodDisruptionBudget")
+	if len(pdbs) != 1 {
+		t.Fatalf("%d PodDisruptionBudgets, want one", len(pdbs))
+	}
+	pdb := into[policyv1.PodDisruptionBudget](t, &pdbs[0])
+	if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.String() != "1" || pdb.Spec.MinAvailable != nil || pdb.Spec.Selector == nil ||
+		!labels.SelectorFromSet(pdb.Spec.Selector.MatchLabels).Matches(podLabels) {
+		t.Errorf("PodDisruptionBudget %+v: want maxUnavailable 1 of the controller's pods %v", pdb.Spec, podLabels)
 	}
 }

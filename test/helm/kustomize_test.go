@@ -92,6 +92,9 @@ func compareWithKustomize(t *testing.T, dir string, chartArgs ...string) {
 			sameJSON(t, what+": webhooks", c.Object["webhooks"], k.Object["webhooks"])
 		case "Deployment":
 			comparePods(t, into[appsv1.Deployment](t, c), into[appsv1.Deployment](t, &k))
+			sameJSON(t, what+": strategy", c.Object["spec"].(map[string]any)["strategy"], k.Object["spec"].(map[string]any)["strategy"])
+		case "PodDisruptionBudget":
+			sameJSON(t, what+": maxUnavailable", c.Object["spec"].(map[string]any)["maxUnavailable"], k.Object["spec"].(map[string]any)["maxUnavailable"])
 		case "ServiceAccount":
 		default:
 			t.Errorf("config/default has %s, which this test does not compare yet", what)

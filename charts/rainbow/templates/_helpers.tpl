@@ -211,7 +211,11 @@ subjects:
 {{/* Refuses values that cannot work together. */}}
 {{- define "rainbow.validate" -}}
 {{- if and (gt (int .Values.replicas) 1) (not .Values.leaderElection.enabled) }}
-{{- fail "replicas > 1 needs leaderElection.enabled: only one replica may reconcile" }}
+{{- fail (printf "leaderElection.enabled=false with replicas=%d: every replica would reconcile; enable leaderElection, or set replicas=1 and updateStrategy.type=Recreate" (int .Values.replicas)) }}
+{{- end }}
+{{- $surge := include "rainbow.surge" . }}
+{{- if and (not .Values.leaderElection.enabled) $surge }}
+{{- fail (printf "leaderElection.enabled=false with a surge in updateStrategy (maxSurge %s): during an update the new pod would reconcile beside the old one; set updateStrategy.type=Recreate or updateStrategy.rollingUpdate.maxSurge=0, or enable leaderElection" $surge) }}
 {{- end }}
 {{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.enabled) }}
 {{- fail "metrics.serviceMonitor.enabled needs metrics.enabled" }}
@@ -221,5 +225,30 @@ subjects:
 {{- end }}
 {{- if and .Values.webhook.certManager.enabled (not (.Capabilities.APIVersions.Has "cert-manager.io/v1")) }}
 {{- fail "webhook.certManager.enabled needs cert-manager's cert-manager.io/v1 API in the cluster (with helm template, pass --api-versions cert-manager.io/v1)" }}
+{{- end }}
+{{- end }}
+
+{{/* The update strategy's surge ("" when none): a RollingUpdate's maxSurge,
+Kubernetes' 25% when unset. */}}
+{{- define "rainbow.surge" -}}
+{{- $s := .Values.updateStrategy | default dict }}
+{{- if ne ($s.type | default "RollingUpdate") "Recreate" }}
+{{- $surge := toString (dig "rollingUpdate" "maxSurge" "25%" $s) }}
+{{- if not (has $surge (list "0" "0%")) }}{{ $surge }}{{ end }}
+{{- end }}
+{{- end }}
+
+{{/* The anti-affinity of podAntiAffinity; its labels are config/manager's
+too, so both spread the same pods. */}}
+{{- define "rainbow.podAntiAffinity" -}}
+{{- $term := dict "labelSelector" (dict "matchLabels" (dict "app.kubernetes.io/name" .Chart.Name "app.kubernetes.io/component" "controller")) "topologyKey" "kubernetes.io/hostname" }}
+{{- if eq .Values.podAntiAffinity "required" }}
+podAntiAffinity:
+  requiredDuringSchedulingIgnoredDuringExecution:
+    {{- toYaml (list $term) | nindent 4 }}
+{{- else if eq .Values.podAntiAffinity "preferred" }}
+podAntiAffinity:
+  preferredDuringSchedulingIgnoredDuringExecution:
+    {{- toYaml (list (dict "weight" 100 "podAffinityTerm" $term)) | nindent 4 }}
 {{- end }}
 {{- end }}

@@ -253,6 +253,7 @@ func (r *Reconciler) actTemporal(ctx context.Context, o *observation, res planne
 			r.currentQueues.forget(keyOf(o.twd))
 		}
 	}
+	r.writeVersionMetadata(ctx, o)
 	r.endGate(ctx, o, res, out)
 	if g := res.StartGate; g != nil {
 		if err := r.startGate(ctx, o, g, out); err != nil {

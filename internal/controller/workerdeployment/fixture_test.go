@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	deploymentpb "go.temporal.io/api/deployment/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	namespacepb "go.temporal.io/api/namespace/v1"
@@ -79,6 +81,11 @@ type stubTemporal struct {
 	// drainedAt are versions that report themselves drained since then,
 	// whatever the summary says (crosscheck_test.go).
 	drainedAt map[string]time.Time
+	// metadata is each version's metadata; metadataWrites records its
+	// updates apart from writes, which the tables of writes assert
+	// (versionmeta_test.go asserts these).
+	metadata       map[string]map[string]*commonpb.Payload
+	metadataWrites []string
 }
 
 func (s *stubTemporal) write(format string, args ...any) {
@@ -138,6 +145,11 @@ func (s *stubTemporal) DescribeWorkerDeploymentVersion(_ context.Context, req *w
 	if s.state.GetRoutingConfig().GetCurrentDeploymentVersion().GetBuildId() == build {
 		info.CurrentSinceTime = timestamppb.Now()
 	}
+	s.mu.Lock()
+	if m := s.metadata[build]; m != nil {
+		info.Metadata = &deploymentpb.VersionMetadata{Entries: maps.Clone(m)}
+	}
+	s.mu.Unlock()
 	return &workflowservice.DescribeWorkerDeploymentVersionResponse{
 		WorkerDeploymentVersionInfo: info,
 		VersionTaskQueues: []*workflowservice.DescribeWorkerDeploymentVersionResponse_VersionTaskQueue{
@@ -185,6 +197,21 @@ func (s *stubTemporal) SetWorkerDeploymentRampingVersion(_ context.Context, req 
 func (s *stubTemporal) DeleteWorkerDeploymentVersion(_ context.Context, req *workflowservice.DeleteWorkerDeploymentVersionRequest, _ ...grpc.CallOption) (*workflowservice.DeleteWorkerDeploymentVersionResponse, error) {
 	s.write("DeleteWorkerDeploymentVersion %q skipDrainage=%v", req.GetDeploymentVersion().GetBuildId(), req.GetSkipDrainage())
 	return &workflowservice.DeleteWorkerDeploymentVersionResponse{}, nil
+}
+
+func (s *stubTemporal) UpdateWorkerDeploymentVersionMetadata(_ context.Context, req *workflowservice.UpdateWorkerDeploymentVersionMetadataRequest, _ ...grpc.CallOption) (*workflowservice.UpdateWorkerDeploymentVersionMetadataResponse, error) {
+	build := req.GetDeploymentVersion().GetBuildId()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.metadataWrites = append(s.metadataWrites, fmt.Sprintf("UpdateWorkerDeploymentVersionMetadata %q by %s", build, req.GetIdentity()))
+	if s.metadata == nil {
+		s.metadata = map[string]map[string]*commonpb.Payload{}
+	}
+	if s.metadata[build] == nil {
+		s.metadata[build] = map[string]*commonpb.Payload{}
+	}
+	maps.Copy(s.metadata[build], req.GetUpsertEntries())
+	return &workflowservice.UpdateWorkerDeploymentVersionMetadataResponse{}, nil
 }
 
 func (s *stubTemporal) DeleteWorkerDeployment(context.Context, *workflowservice.DeleteWorkerDeploymentRequest, ...grpc.CallOption) (*workflowservice.DeleteWorkerDeploymentResponse, error) {

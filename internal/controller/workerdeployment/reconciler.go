@@ -93,6 +93,12 @@ type Reconciler struct {
 	// BannedKinds are the kinds no copy of an owned resource may be, in
 	// any group; nil means ownedresource.DefaultBannedKinds. RBAC kinds are always banned.
 	BannedKinds []string
+	// ControllerVersion is the controller's version, written into each
+	// version's metadata in Temporal; empty means "devel".
+	ControllerVersion string
+	// metadataWritten spares rewriting a target's metadata that a describe
+	// made before the write does not show.
+	metadataWritten byTWD[writtenMetadata]
 }
 
 // +kubebuilder:rbac:groups=temporal.io,resources=temporalworkerdeployments,verbs=get;list;watch;update;patch
@@ -215,6 +221,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			r.currentQueues.forget(req.NamespacedName)
 			r.pollers.forget(req.NamespacedName)
 			r.drainage.forget(req.NamespacedName)
+			r.metadataWritten.forget(req.NamespacedName)
 			r.throttled.clear(req.NamespacedName)
 			r.unreadable.clear(req.NamespacedName)
 			r.unanswered.clear(req.NamespacedName)
