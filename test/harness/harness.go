@@ -57,6 +57,11 @@ type Env struct {
 	proc     *process.Process
 }
 
+// DevenvFlags are added to the flags of the devenv that Start starts; a
+// package's TestMain sets them before Main (test/incluster maps the
+// manager's image to its OCI layout with --image).
+var DevenvFlags []string
+
 // Setup runs once the environment is up, before the tests, to start what
 // the package's tests share (the controller, for example). stop runs after
 // the tests, before the environment stops.
@@ -154,6 +159,7 @@ func (e *Env) startDevenv(root string) error {
 		"--program-dir=" + e.BinDir,
 		"--apiserver-port=0", "--temporal-port=0", "--temporal-ui-port=-1",
 	}
+	args = append(args, DevenvFlags...)
 	e.proc, err = process.Start("devenv", filepath.Join(e.BinDir, "devenv"), args, os.Environ(), filepath.Join(dir, "devenv.log"))
 	if err != nil {
 		return err
