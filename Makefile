@@ -30,7 +30,7 @@ demo-autoscaling: kube-bins bins ## The same environment, and an HPA per version
 	@DEMO_STORY=autoscaling hack/demo.sh
 
 .PHONY: test
-test: kube-bins bins $(HELM) $(HELM4) vet verify-generated ## Run every test: unit, integration (real control plane, Temporal, workers)
+test: kube-bins bins image runc $(HELM) $(HELM4) vet verify-generated ## Run every test: unit, integration (real control plane, Temporal, workers)
 	go test $(GO_TEST_FLAGS) -timeout 40m ./...
 	cd dev/cmd/devenv && go test $(GO_TEST_FLAGS) -timeout 10m ./...
 
@@ -88,6 +88,12 @@ image: ## Build the manager's image (linux/amd64 and linux/arm64) as an OCI imag
 	@echo ">> Building the manager for $(IMAGE_PLATFORMS) (each platform compiles everything once on a cold cache: minutes on 2 cores)"
 	SOURCE_DATE_EPOCH=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null)} go run ./dev/image --out $(CACHE)/image/oci \
 	  --version $(IMAGE_VERSION) --revision "$$(git rev-parse HEAD 2>/dev/null)" --platforms $(IMAGE_PLATFORMS)
+
+# test/incluster runs the image under runc (docs/local-environment.md#images-under-runc).
+.PHONY: runc
+runc: ## Install the OCI runtime runc from the distribution's packages (apt-get) if it is missing
+	@command -v runc >/dev/null || test -x /usr/sbin/runc || { echo ">> Installing runc: apt-get install -y runc"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq runc; }
 
 .PHONY: vet
 vet: ## go vet both modules and check formatting
