@@ -122,6 +122,14 @@ func layoutImage(dir, image string) (v1.Image, error) {
 // whatever symbolic links the image holds. Device nodes and FIFOs are
 // skipped: the runtime provides /dev.
 func unpack(img v1.Image, dir string) error {
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	return extractTar(rc, dir)
+}
+
+// extractTar writes the file system in the tar stream r into the new
+// directory dir; see unpack.
+func extractTar(r io.Reader, dir string) error {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return err
 	}
@@ -130,9 +138,7 @@ func unpack(img v1.Image, dir string) error {
 		return err
 	}
 	defer root.Close()
-	rc := mutate.Extract(img)
-	defer rc.Close()
-	tr := tar.NewReader(rc)
+	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
