@@ -2,7 +2,10 @@
 // development environment: it registers one Node, binds every unscheduled pod
 // (default scheduler) to it and runs the pods' containers as local processes.
 //
-// Images are not pulled. An image selects a local program by the last element
+// Images are not pulled. An image that Config.Images maps to an OCI image
+// layout runs from it under runc (see runc.go and docs/local-environment.md):
+// its own root file system, user and securityContext, the host's network.
+// Any other image selects a local program by the last element
 // of its repository path (without tag or digest): Config.Programs first (by full
 // image reference, then by that short name), then an executable of that name in
 // Config.SearchPath. The process argv is [program] + container.Args;
