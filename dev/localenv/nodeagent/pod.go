@@ -450,7 +450,7 @@ func (a *Agent) ensureRunning(pod *corev1.Pod, st *podState, c *container, spec 
 		var r mountRewriter
 		var mounts []podexec.Mount
 		if a.mountNS {
-			mounts = containerMounts(pod, spec, st.volumeDirs, env)
+			mounts = containerMounts(pod, spec, st.volumeDirs, env, true)
 		} else {
 			r = newMountRewriter(spec, st.volumeDirs, env)
 		}

@@ -363,7 +363,7 @@ func (a *Agent) startImageContainer(pod *corev1.Pod, st *podState, c *container,
 	if fi, err := os.Stat("/etc/resolv.conf"); err == nil && fi.Mode().IsRegular() {
 		mounts = append(mounts, podexec.Mount{Source: "/etc/resolv.conf", Target: "/etc/resolv.conf", ReadOnly: true})
 	}
-	mounts = append(mounts, containerMounts(pod, spec, st.volumeDirs, env)...)
+	mounts = append(mounts, containerMounts(pod, spec, st.volumeDirs, env, false)...)
 	rs, err := runtimeSpec(pod, spec, cf.Config, env, hostname, mounts)
 	if err != nil {
 		return nil, "", err

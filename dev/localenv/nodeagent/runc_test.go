@@ -163,46 +163,19 @@ func TestLookupImage(t *testing.T) {
 // platform's image, modes and owners kept, and a symbolic link in the image
 // cannot make an entry land outside the root file system.
 func TestLayoutUnpack(t *testing.T) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, h := range []*tar.Header{
+	data, err := tarLayer([]*tar.Header{
 		{Name: "etc/", Typeflag: tar.TypeDir, Mode: 0o755},
 		{Name: "etc/passwd", Typeflag: tar.TypeReg, Mode: 0o644, Size: 4},
 		{Name: "tmp/", Typeflag: tar.TypeDir, Mode: 0o1777},
 		{Name: "home/nonroot/", Typeflag: tar.TypeDir, Mode: 0o700, Uid: 65532, Gid: 65532},
 		{Name: "escape", Typeflag: tar.TypeSymlink, Linkname: "/"},
 		{Name: "escape/outside", Typeflag: tar.TypeReg, Mode: 0o644, Size: 4},
-	} {
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
-		if h.Size > 0 {
-			_, _ = tw.Write([]byte("data"))
-		}
-	}
-	_ = tw.Close()
-	data := buf.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf, _ := img.ConfigFile()
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", runtime.GOARCH
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		t.Fatal(err)
-	}
-	idx := mutate.AppendManifests(empty.Index, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: runtime.GOARCH}}})
 	dir := t.TempDir()
-	p, err := layout.Write(filepath.Join(dir, "oci"), empty.Index)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.AppendIndex(idx); err != nil {
+	if err := writeTestLayout(filepath.Join(dir, "oci"), data, v1.Config{}, true); err != nil {
 		t.Fatal(err)
 	}
 	got, err := layoutImage(filepath.Join(dir, "oci"), "rainbow.local/x:latest")
@@ -237,4 +210,54 @@ func TestLayoutUnpack(t *testing.T) {
 	if _, err := layoutImage(filepath.Join(dir, "missing"), "x"); err == nil || !strings.Contains(err.Error(), "make image") {
 		t.Errorf("a missing layout: err = %v, want one that says to run make image", err)
 	}
+}
+
+// tarLayer is an uncompressed layer of headers; regular files hold "data".
+func tarLayer(headers []*tar.Header) ([]byte, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, h := range headers {
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, err
+		}
+		if h.Size > 0 {
+			if _, err := tw.Write([]byte("data")[:h.Size]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	err := tw.Close()
+	return buf.Bytes(), err
+}
+
+// writeTestLayout writes an OCI layout holding one linux/GOARCH image of
+// the layer with cfg: the image itself, or an index of it as `make image`
+// writes.
+func writeTestLayout(dir string, layerData []byte, cfg v1.Config, asIndex bool) error {
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(layerData)), nil })
+	if err != nil {
+		return err
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		return err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture, cf.Config = "linux", runtime.GOARCH, cfg
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		return err
+	}
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		return err
+	}
+	if !asIndex {
+		return p.AppendImage(img)
+	}
+	return p.AppendIndex(mutate.AppendManifests(empty.Index,
+		mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: runtime.GOARCH}}}))
 }
