@@ -89,12 +89,6 @@ image: ## Build the manager's image (linux/amd64 and linux/arm64) as an OCI imag
 	SOURCE_DATE_EPOCH=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null)} go run ./dev/image --out $(CACHE)/image/oci \
 	  --version $(IMAGE_VERSION) --revision "$$(git rev-parse HEAD 2>/dev/null)" --platforms $(IMAGE_PLATFORMS)
 
-# test/incluster runs the image under runc (docs/local-environment.md#images-under-runc).
-.PHONY: runc
-runc: ## Install the OCI runtime runc from the distribution's packages (apt-get) if it is missing
-	@command -v runc >/dev/null || test -x /usr/sbin/runc || { echo ">> Installing runc: apt-get install -y runc"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq runc; }
-
 .PHONY: vet
 vet: ## go vet both modules and check formatting
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -152,6 +146,12 @@ $(HELM4): hack/tools/helm4/go.mod hack/tools/helm4/go.sum
 	@echo ">> Building helm $(HELM4_VERSION) from Go modules (hack/tools/helm4; about 6 CPU-minutes on a cold cache)"
 	cd hack/tools/helm4 && go build -trimpath -o $@ -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$(HELM4_VERSION) \
 	    -X helm.sh/helm/v4/internal/version.metadata=" helm.sh/helm/v4/cmd/helm
+
+# test/incluster runs the image under runc (docs/local-environment.md#images-under-runc).
+.PHONY: runc
+runc: ## Install the OCI runtime runc from the distribution's packages (apt-get) if it is missing
+	@command -v runc >/dev/null || test -x /usr/sbin/runc || { echo ">> Installing runc: apt-get install -y runc"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq runc; }
 
 ##@ Local environment
 
