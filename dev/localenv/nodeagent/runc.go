@@ -250,7 +250,7 @@ type runcContainer struct {
 	bundle         string
 }
 
-// runcArgs are the global flags, then args.
+// command is runc with its state root, then args.
 func (r *runcContainer) command(args ...string) *exec.Cmd {
 	return exec.Command(r.runc, append([]string{"--root", r.root}, args...)...)
 }
