@@ -56,9 +56,9 @@
 // direct child: if the agent itself is SIGKILLed, grandchildren survive.
 //
 // Status: hostIP is 127.0.0.1. httpGet, tcpSocket and grpc probes run as with
-// kubelet (see probes.go); exec probes count as succeeding. Without a
-// readiness probe a container is ready once its process has been running
-// for one second. Restarts follow restartPolicy with CrashLoopBackOff
+// kubelet (see probes.go); exec probes run in containers under runc and
+// count as succeeding for processes. Without a readiness probe a container
+// is ready once its process has been running for one second. Restarts follow restartPolicy with CrashLoopBackOff
 // back-off 1s, 2s, 4s ... 30s, reset after 60s of running. Init containers
 // run sequentially; restartable init containers (sidecars) are started in
 // order and kept running. Scheduling ignores node selectors, affinity and

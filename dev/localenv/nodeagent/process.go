@@ -1,6 +1,7 @@
 package nodeagent
 
 import (
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -26,6 +27,8 @@ type process struct {
 	kill func(syscall.Signal)
 	// onExit runs once the process has exited, before done is closed.
 	onExit func()
+	// exec runs a command in the container (exec probes); nil: cannot.
+	exec func(ctx context.Context, command []string) error
 
 	exitCode   int32
 	finishedAt time.Time

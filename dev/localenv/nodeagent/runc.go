@@ -2,7 +2,10 @@ package nodeagent
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -264,6 +267,42 @@ func (r *runcContainer) signal(pid int, sig syscall.Signal) {
 	}
 }
 
+// exec runs command in the container as its process runs (user, env,
+// working directory, capabilities), like a CRI runtime's exec: `runc exec
+// --process` with the container's process and other args.
+func (r *runcContainer) exec(ctx context.Context, proc *specs.Process, command []string) error {
+	if len(command) == 0 {
+		return errors.New("exec probe without a command")
+	}
+	p := *proc
+	p.Args = command
+	data, err := json.Marshal(&p)
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(r.bundle, "exec-*.json")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, r.runc, "--root", r.root, "exec", "--process", f.Name(), r.id)
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		return fmt.Errorf("command %q timed out", command)
+	}
+	if err != nil {
+		return fmt.Errorf("command %q: %v: %s", command, err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
 // startError is the last error runc logged, if the container never ran.
 func (r *runcContainer) startError() string {
 	f, err := os.Open(filepath.Join(r.bundle, "runc.log"))
@@ -383,6 +422,7 @@ func (a *Agent) startImageContainer(pod *corev1.Pod, st *podState, c *container,
 	cmd.SysProcAttr = &syscall.SysProcAttr{}
 	p := &process{id: ContainerIDPrefix + r.id, program: spec.Image}
 	p.kill = func(sig syscall.Signal) { r.signal(p.pid, sig) }
+	p.exec = func(ctx context.Context, command []string) error { return r.exec(ctx, rs.Process, command) }
 	p.onExit = func() {
 		p.startErr = r.startError()
 		if err := r.cleanup(); err != nil {

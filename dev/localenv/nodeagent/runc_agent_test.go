@@ -53,8 +53,8 @@ func runcPod(ns, name, script string) *corev1.Pod {
 
 // TestImageUnderRunc runs pods of an OCI layout's image under runc through
 // the shared agent: user, read-only root, env and logs; SIGTERM on deletion
-// through runc kill; exit codes; runc's own failure as StartError; and
-// runAsNonRoot refused.
+// through runc kill; exit codes; runc's own failure as StartError;
+// runAsNonRoot refused; exec probes run in the container.
 func TestImageUnderRunc(t *testing.T) {
 	t.Parallel()
 	ns := setup(t)
@@ -79,6 +79,16 @@ while :; do sleep 0.1; done`))
 	root.Spec.Containers[0].SecurityContext.RunAsUser = ptr.To[int64](0)
 	root.Spec.Containers[0].SecurityContext.RunAsNonRoot = ptr.To(true)
 	createPod(t, root)
+	// Exec probes run in the container: as its user, with its env.
+	probed := runcPod(ns, "probed", "while :; do sleep 0.1; done")
+	probed.Spec.Containers[0].ReadinessProbe = &corev1.Probe{PeriodSeconds: 1, ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{
+		Command: []string{"/bin/sh", "-c", `test "$(id -u)" = 1234 && test "$FROM_IMAGE" = yes && test "$(cat /proc/1/cmdline | tr '\0' ' ')" = "/bin/sh -c while :; do sleep 0.1; done "`}}}}
+	probed.Spec.Containers[0].LivenessProbe = &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 2, ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{
+		Command: []string{"/bin/sh", "-c", "test ! -e /tmp/unhealthy"}}}}
+	probed.Spec.Volumes = append(probed.Spec.Volumes, corev1.Volume{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	probed.Spec.Containers[0].VolumeMounts = append(probed.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "tmp", MountPath: "/tmp"})
+	probed.Spec.TerminationGracePeriodSeconds = ptr.To[int64](1) // sh as pid 1 ignores SIGTERM
+	createPod(t, probed)
 
 	p := waitPod(t, ns, "graceful", 30*time.Second, "Ready", isReady)
 	id, ok := strings.CutPrefix(mainStatus(p).ContainerID, ContainerIDPrefix)
@@ -116,6 +126,16 @@ while :; do sleep 0.1; done`))
 	if term := mainStatus(p).State.Terminated; term == nil || term.Reason != "StartError" || !strings.Contains(term.Message, "/no/such/program") {
 		t.Errorf("missing: %s (%+v), want terminated StartError naming /no/such/program", describePod(p), mainStatus(p).State.Terminated)
 	}
+	p = waitPod(t, ns, "probed", 30*time.Second, "Ready (exec readiness probe in the container)", isReady)
+	// The liveness probe fails once the file shows in the container's /tmp,
+	// an emptyDir: the container is killed and restarted.
+	tmp := filepath.Join(podDir(sharedRoot, p), "volumes", "tmp", "unhealthy")
+	if err := os.WriteFile(tmp, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, ns, "probed", 30*time.Second, "restarted after its exec liveness probe failed", func(p *corev1.Pod) bool {
+		return mainStatus(p).RestartCount >= 1
+	})
 	waitPod(t, ns, "root", 30*time.Second, "waiting CreateContainerConfigError (runAsNonRoot)", func(p *corev1.Pod) bool {
 		w := mainStatus(p).State.Waiting
 		return w != nil && w.Reason == "CreateContainerConfigError" && strings.Contains(w.Message, "runAsNonRoot")
