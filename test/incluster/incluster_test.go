@@ -95,6 +95,26 @@ func TestControllerRunsInCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("kubectl top reads the containers", func(t *testing.T) {
+		harness.Eventually(t, time.Minute, "kubectl top pods shows memory for both replicas", func() (bool, string) {
+			out, err := env.Kubectl(nil, "top", "pods", "-n", systemNS, "--no-headers")
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, p := range pods {
+				found := false
+				for _, line := range strings.Split(string(out), "\n") {
+					f := strings.Fields(line)
+					found = found || len(f) == 3 && f[0] == p.Name && f[2] != "0Mi"
+				}
+				if !found {
+					return false, string(out)
+				}
+			}
+			return true, string(out)
+		})
+	})
+
 	t.Run("probes on the pod addresses", func(t *testing.T) {
 		for _, p := range pods {
 			// The readiness probe waits initialDelaySeconds (5) before its first

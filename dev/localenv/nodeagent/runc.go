@@ -344,6 +344,23 @@ func FindRunc(configured string) (string, error) {
 
 func (a *Agent) runcBinary() (string, error) { return FindRunc(a.cfg.Runc) }
 
+// runcPid asks runc for the first process of a running container.
+func (a *Agent) runcPid(id string) (int, bool) {
+	runc, err := a.runcBinary()
+	if err != nil {
+		return 0, false
+	}
+	out, err := exec.Command(runc, "--root", RuncRoot(a.cfg.RootDir), "state", id).Output()
+	var st struct {
+		Status string `json:"status"`
+		Pid    int    `json:"pid"`
+	}
+	if err != nil || json.Unmarshal(out, &st) != nil || st.Status != "running" || st.Pid <= 0 {
+		return 0, false
+	}
+	return st.Pid, true
+}
+
 // removeStaleContainers deletes the containers a previous agent with the
 // same RootDir left in runc's state (it was killed before it stopped them).
 func (a *Agent) removeStaleContainers() {
@@ -370,6 +387,10 @@ func (a *Agent) startImageContainer(pod *corev1.Pod, st *podState, c *container,
 	runc, err := a.runcBinary()
 	if err != nil {
 		return nil, "", err
+	}
+	if uid := os.Geteuid(); uid != 0 {
+		// The runtime config is not a rootless one (no user namespace).
+		return nil, "", fmt.Errorf("running the image %s under runc needs root; the node agent runs as uid %d", spec.Image, uid)
 	}
 	img, err := layoutImage(layoutDir, spec.Image)
 	if err != nil {
