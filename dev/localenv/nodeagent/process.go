@@ -96,7 +96,9 @@ func (a *Agent) launch(key string, logs *containerLog, cmd *exec.Cmd, start func
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.SysProcAttr.Setpgid = true
-	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	if cmd.SysProcAttr.Pdeathsig == 0 {
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
 	if err := start(); err != nil {
 		return err
 	}

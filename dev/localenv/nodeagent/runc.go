@@ -440,7 +440,9 @@ func (a *Agent) startImageContainer(pod *corev1.Pod, st *podState, c *container,
 	}
 	cmd := r.command("--log", filepath.Join(r.bundle, "runc.log"), "--log-format", "json", "run", "--bundle", r.bundle, r.id)
 	cmd.Dir = r.bundle
-	cmd.SysProcAttr = &syscall.SysProcAttr{}
+	// If the agent dies, runc run passes SIGTERM on to the container and
+	// removes it once it exits; SIGKILL would end runc and orphan it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	p := &process{id: ContainerIDPrefix + r.id, program: spec.Image}
 	p.kill = func(sig syscall.Signal) { r.signal(p.pid, sig) }
 	p.exec = func(ctx context.Context, command []string) error { return r.exec(ctx, rs.Process, command) }
