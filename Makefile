@@ -36,7 +36,7 @@ demo-autoscaling: kube-bins bins ## The same environment, and an HPA per version
 	@DEMO_STORY=autoscaling hack/demo.sh
 
 .PHONY: test
-test: kube-bins bins $(HELM) $(HELM4) vet verify-generated ## Run every test: unit, integration (real control plane, Temporal, workers)
+test: kube-bins bins image runc $(HELM) $(HELM4) vet verify-generated ## Run every test: unit, integration (real control plane, Temporal, workers)
 	go test $(GO_TEST_FLAGS) -timeout 40m ./...
 	cd dev/cmd/devenv && go test $(GO_TEST_FLAGS) -timeout 10m ./...
 
@@ -162,6 +162,12 @@ $(HELM4): hack/tools/helm4/go.mod hack/tools/helm4/go.sum
 	@echo ">> Building helm $(HELM4_VERSION) from Go modules (hack/tools/helm4; about 6 CPU-minutes on a cold cache)"
 	cd hack/tools/helm4 && go build -trimpath -o $@ -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$(HELM4_VERSION) \
 	    -X helm.sh/helm/v4/internal/version.metadata=" helm.sh/helm/v4/cmd/helm
+
+# test/incluster runs the image under runc (docs/local-environment.md#images-under-runc).
+.PHONY: runc
+runc: ## Install the OCI runtime runc from the distribution's packages (apt-get) if it is missing
+	@command -v runc >/dev/null || test -x /usr/sbin/runc || { echo ">> Installing runc: apt-get install -y runc"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq runc; }
 
 ##@ Local environment
 

@@ -60,6 +60,11 @@ type Env struct {
 	proc     *process.Process
 }
 
+// DevenvFlags are added to the flags of the devenv that Start starts; a
+// package's TestMain sets them before Main (test/incluster maps the
+// manager's image to its OCI layout with --image).
+var DevenvFlags []string
+
 // Setup runs once the environment is up, before the tests, to start what
 // the package's tests share (the controller, for example). stop runs after
 // the tests, before the environment stops.
@@ -164,6 +169,7 @@ func (e *Env) startDevenv(root string, extra []string) error {
 		"--apiserver-port=0", "--temporal-port=0", "--temporal-ui-port=-1",
 	}
 	args = append(args, extra...)
+	args = append(args, DevenvFlags...)
 	e.proc, err = process.Start("devenv", filepath.Join(e.BinDir, "devenv"), args, os.Environ(), filepath.Join(dir, "devenv.log"))
 	if err != nil {
 		return err

@@ -1,6 +1,8 @@
 // Package incluster installs the controller into the local environment the
 // way users install it, `kubectl apply --server-side -k config/default`,
-// and tests it running as pods: under its own service account and RBAC,
+// and tests it running as pods of its image, the OCI layout `make image`
+// builds, which the node agent runs under runc: as the image's non-root
+// user with a read-only root file system, under its own service account and RBAC,
 // with the in-cluster configuration the node agent gives pods (projected
 // service-account token, CA, KUBERNETES_SERVICE_HOST/PORT), leader election
 // between two replicas, `kubectl logs`, the probes and the webhook behind
@@ -13,14 +15,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -37,13 +42,23 @@ import (
 	"k8s.io/utils/ptr"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rainbow-deploy/rainbow/dev/localenv/nodeagent"
 	"github.com/rainbow-deploy/rainbow/internal/manager"
 	"github.com/rainbow-deploy/rainbow/test/harness"
 )
 
 var env *harness.Env
 
-func TestMain(m *testing.M) { harness.Main(m, &env) }
+// imageLayout is where `make image` writes the manager's image.
+const imageLayout = ".cache/image/oci"
+
+func TestMain(m *testing.M) {
+	if root, err := harness.RepoRoot(); err == nil {
+		// The node agent runs the manifests' image from the layout, under runc.
+		harness.DevenvFlags = []string{"--image=rainbow.local/manager=" + filepath.Join(root, imageLayout)}
+	}
+	harness.Main(m, &env)
+}
 
 const (
 	systemNS   = "rainbow-system"
@@ -55,12 +70,50 @@ const (
 var podNetwork = netip.MustParsePrefix("198.18.0.0/15")
 
 func TestControllerRunsInCluster(t *testing.T) {
-	if _, err := os.Stat(filepath.Join(env.BinDir, "manager")); err != nil {
-		t.Fatalf("the manager is not built (the image rainbow.local/manager runs .cache/bin/manager): run `make bins`: %v", err)
+	// Without the image or the runtime this test cannot say anything:
+	// it fails and says why, it never skips.
+	if _, err := os.Stat(filepath.Join(env.Root, imageLayout, "index.json")); err != nil {
+		t.Fatalf("the manager's image is not built (the node agent runs rainbow.local/manager from %s): run `make image`: %v", imageLayout, err)
+	}
+	runc, err := nodeagent.FindRunc("")
+	if err == nil {
+		var out []byte
+		if out, err = exec.Command(runc, "--version").CombinedOutput(); err != nil {
+			err = fmt.Errorf("%s --version: %w: %s", runc, err, out)
+		}
+	}
+	if err != nil {
+		t.Fatalf("the OCI runtime cannot run here, so the image cannot: %v", err)
 	}
 	ctx := context.Background()
 	install(t)
 	pods := waitReplicasReady(t, 2, nil)
+
+	t.Run("the image runs as its non-root user with a read-only root", func(t *testing.T) {
+		for _, p := range pods {
+			checkImageContainer(t, runc, p)
+		}
+	})
+
+	t.Run("kubectl top reads the containers", func(t *testing.T) {
+		harness.Eventually(t, time.Minute, "kubectl top pods shows memory for both replicas", func() (bool, string) {
+			out, err := env.Kubectl(nil, "top", "pods", "-n", systemNS, "--no-headers")
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, p := range pods {
+				found := false
+				for _, line := range strings.Split(string(out), "\n") {
+					f := strings.Fields(line)
+					found = found || len(f) == 3 && f[0] == p.Name && f[2] != "0Mi"
+				}
+				if !found {
+					return false, string(out)
+				}
+			}
+			return true, string(out)
+		})
+	})
 
 	t.Run("probes on the pod addresses", func(t *testing.T) {
 		for _, p := range pods {
@@ -296,6 +349,9 @@ func waitReplicasReady(t *testing.T, want int, gone []string) []corev1.Pod {
 		ready = ready[:0]
 		var seen []string
 		for _, p := range list.Items {
+			if why := runtimeFailure(&p); why != "" {
+				t.Fatalf("the node agent could not run the image of pod %s: %s", p.Name, why)
+			}
 			ok := p.DeletionTimestamp == nil && !slices.Contains(gone, p.Name) && harness.PodReady(&p)
 			if ok {
 				ready = append(ready, p)
@@ -314,8 +370,98 @@ func describePod(p *corev1.Pod) string {
 		if w := cs.State.Waiting; w != nil {
 			s += fmt.Sprintf(" waiting %s: %s", w.Reason, w.Message)
 		}
+		if l := cs.LastTerminationState.Terminated; l != nil {
+			s += fmt.Sprintf(" last exit %d %s %s", l.ExitCode, l.Reason, l.Message)
+		}
 	}
 	return s
+}
+
+// runtimeFailure says why the pod's image cannot run, if the node agent
+// reported that: the image or the runtime, not the manager, failed.
+func runtimeFailure(p *corev1.Pod) string {
+	for _, cs := range p.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil && (w.Reason == "ErrImagePull" || w.Reason == "CreateContainerConfigError") {
+			return w.Reason + ": " + w.Message
+		}
+		for _, term := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+			if term != nil && term.Reason == "StartError" {
+				return "StartError: " + term.Message
+			}
+		}
+	}
+	return ""
+}
+
+// checkImageContainer checks from the host what the kernel says about the
+// pod's container: runc runs it (runc state has its first process), that
+// process is the image's entrypoint, runs as 65532:65532 (the image's user
+// and config/manager's runAsUser) with no capabilities and no_new_privs,
+// and its root file system refuses a write, even one by root on the host.
+func checkImageContainer(t *testing.T, runc string, p corev1.Pod) {
+	t.Helper()
+	if len(p.Status.ContainerStatuses) != 1 {
+		t.Fatalf("pod %s has %d container statuses, want 1", p.Name, len(p.Status.ContainerStatuses))
+	}
+	cs := p.Status.ContainerStatuses[0]
+	id, ok := strings.CutPrefix(cs.ContainerID, nodeagent.ContainerIDPrefix)
+	if !ok {
+		t.Fatalf("pod %s: containerID %q, want %s<id>: the node agent did not run the image under runc", p.Name, cs.ContainerID, nodeagent.ContainerIDPrefix)
+	}
+	if !strings.HasPrefix(cs.ImageID, "rainbow.local/manager@sha256:") {
+		t.Errorf("pod %s: imageID %q, want rainbow.local/manager@sha256:<digest of the layout's image>", p.Name, cs.ImageID)
+	}
+	out, err := exec.Command(runc, "--root", nodeagent.RuncRoot(env.Info.Dir), "state", id).Output()
+	if err != nil {
+		t.Fatalf("pod %s: runc state %s: %v", p.Name, id, err)
+	}
+	var state struct {
+		Status string `json:"status"`
+		Pid    int    `json:"pid"`
+	}
+	if err := json.Unmarshal(out, &state); err != nil || state.Status != "running" || state.Pid <= 0 {
+		t.Fatalf("pod %s: runc state %s = %s (%v), want running with a pid", p.Name, id, out, err)
+	}
+	proc := fmt.Sprintf("/proc/%d", state.Pid)
+	cmdline, err := os.ReadFile(proc + "/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if argv0, _, _ := strings.Cut(string(cmdline), "\x00"); argv0 != "/manager" {
+		t.Errorf("pod %s: the container runs %q, want the image's entrypoint /manager", p.Name, argv0)
+	}
+	status, err := os.ReadFile(proc + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := map[string]string{}
+	for _, line := range strings.Split(string(status), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			fields[k] = strings.Join(strings.Fields(v), " ")
+		}
+	}
+	want := map[string]string{
+		"Uid":        "65532 65532 65532 65532", // real, effective, saved, file system
+		"Gid":        "65532 65532 65532 65532",
+		"CapEff":     "0000000000000000", // capabilities: drop: [ALL]
+		"CapBnd":     "0000000000000000",
+		"NoNewPrivs": "1", // allowPrivilegeEscalation: false
+	}
+	for k, v := range want {
+		if fields[k] != v {
+			t.Errorf("pod %s: %s/status %s: %q, want %q", p.Name, proc, k, fields[k], v)
+		}
+	}
+	// Through the process's own root: the write meets its mount, read-only.
+	probe := filepath.Join(proc, "root", "incluster-write-probe")
+	err = os.WriteFile(probe, []byte("x"), 0o644)
+	if err == nil {
+		_ = os.Remove(probe)
+	}
+	if !errors.Is(err, syscall.EROFS) {
+		t.Errorf("pod %s: writing / of the container as root gave %v, want %v (readOnlyRootFilesystem)", p.Name, err, syscall.EROFS)
+	}
+	t.Logf("pod %s: runc container %s, pid %d, Uid %s, write to /: %v", p.Name, id, state.Pid, fields["Uid"], err)
 }
 
 func podNames(pods []corev1.Pod) []string {

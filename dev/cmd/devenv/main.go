@@ -39,11 +39,13 @@ func main() {
 		programs, programDirs, dyn     listFlag
 		tlsMode                        tlsFlag
 		auth                           string
+		images                         listFlag
 	)
 	flag.StringVar(&dir, "dir", ".dev", "state directory: kubeconfig, env.json, logs, pod directories (wiped on start)")
 	flag.StringVar(&kubeBin, "kube-bin-dir", ".cache/kube", "directory holding etcd, kube-apiserver and kube-controller-manager")
 	flag.StringVar(&nodeName, "node-name", "rainbow-local", "name of the node the node agent registers")
 	flag.Var(&programs, "program", "image=path: run path for containers whose image is named image (repeatable)")
+	flag.Var(&images, "image", "image=dir: run containers whose image is named image from the OCI image layout dir (such as `make image`'s .cache/image/oci) under runc (repeatable)")
 	flag.Var(&programDirs, "program-dir", "directory searched for an executable named like a container's image (repeatable)")
 	flag.IntVar(&apiPort, "apiserver-port", 6443, "kube-apiserver port on 127.0.0.1 (0 = any free port)")
 	flag.IntVar(&etcdPort, "etcd-port", 0, "etcd client port on 127.0.0.1 (0 = any free port)")
@@ -63,13 +65,13 @@ func main() {
 	defer stop()
 	tOpts.Namespaces = []string{ns}
 	tOpts.DBFile = db
-	if err := run(ctx, dir, kubeBin, nodeName, apiPort, etcdPort, tOpts, programs, programDirs, dyn, tlsMode, auth); err != nil {
+	if err := run(ctx, dir, kubeBin, nodeName, apiPort, etcdPort, tOpts, programs, images, programDirs, dyn, tlsMode, auth); err != nil {
 		fmt.Fprintln(os.Stderr, "devenv:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, dir, kubeBin, nodeName string, apiPort, etcdPort int, tOpts temporaldev.Options, programs, programDirs, dyn []string, tlsMode tlsFlag, auth string) error {
+func run(ctx context.Context, dir, kubeBin, nodeName string, apiPort, etcdPort int, tOpts temporaldev.Options, programs, images, programDirs, dyn []string, tlsMode tlsFlag, auth string) error {
 	log := logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	progress := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "devenv: "+format+"\n", args...) }
 
@@ -82,13 +84,20 @@ func run(ctx context.Context, dir, kubeBin, nodeName string, apiPort, etcdPort i
 	}
 	_ = os.Remove(filepath.Join(dir, localenv.InfoFile))
 
-	agentCfg := nodeagent.Config{NodeName: nodeName, RootDir: dir, Programs: map[string]string{}, Log: log.WithName("node-agent")}
+	agentCfg := nodeagent.Config{NodeName: nodeName, RootDir: dir, Programs: map[string]string{}, Images: map[string]string{}, Log: log.WithName("node-agent")}
 	for _, p := range programs {
 		image, path, err := nodeagent.ParseProgramFlag(p)
 		if err != nil {
 			return err
 		}
 		agentCfg.Programs[image] = path
+	}
+	for _, m := range images {
+		image, layout, err := nodeagent.ParseProgramFlag(m)
+		if err != nil {
+			return err
+		}
+		agentCfg.Images[image] = layout
 	}
 	for _, d := range programDirs {
 		abs, err := filepath.Abs(d)

@@ -55,6 +55,14 @@ type Config struct {
 	// ("demo-worker" for "registry.example/rainbow/demo-worker:v2"). A value
 	// without a slash is looked up in the agent's PATH.
 	Programs map[string]string
+	// Images maps an image to an OCI image layout directory, such as the
+	// output of `make image`: containers with that image run from it under
+	// runc (see runc.go) instead of as local programs. Keys are a full
+	// image reference, its repository (without tag or digest) or its
+	// short name; Images wins over Programs.
+	Images map[string]string
+	// Runc is the OCI runtime's binary; default runc on PATH, or /usr/sbin/runc.
+	Runc string
 	// SearchPath is searched for an executable named like the image's short
 	// name when Programs has no entry.
 	SearchPath []string
@@ -149,6 +157,17 @@ func New(client kubernetes.Interface, cfg Config) (*Agent, error) {
 		programs[image] = p
 	}
 	cfg.Programs = programs
+	images := make(map[string]string, len(cfg.Images))
+	for image, dir := range cfg.Images {
+		if image == "" || dir == "" {
+			return nil, fmt.Errorf("nodeagent: invalid image mapping %q=%q", image, dir)
+		}
+		if abs, err := filepath.Abs(dir); err == nil {
+			dir = abs
+		}
+		images[image] = dir
+	}
+	cfg.Images = images
 	search := make([]string, 0, len(cfg.SearchPath))
 	for _, d := range cfg.SearchPath {
 		if d == "" {
@@ -197,6 +216,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.log.Info("containers run without mount namespaces: volumes are not at their mountPath, paths into them are rewritten, and in-cluster clients find no service account token", "reason", err.Error())
 	} else {
 		a.mountNS = true
+	}
+	if len(a.cfg.Images) > 0 {
+		a.removeStaleContainers()
 	}
 	ips, err := setupPodNetwork()
 	if err != nil {

@@ -125,11 +125,15 @@ func startEnv() error {
 		NodeName:        sharedNode,
 		RootDir:         sharedRoot,
 		Programs:        map[string]string{"sh": "/bin/sh", testServerImage: self},
+		Images:          map[string]string{runcImage: filepath.Join(sharedRoot, "oci")},
 		Log:             testLogger().WithName("shared"),
 		APIServer:       cfg.Host,
 		KubeletCertFile: testCerts.servingCert, KubeletKeyFile: testCerts.servingKey, ClientCAFile: testCerts.caCert,
 	})
 	if err != nil {
+		return err
+	}
+	if err := writeShellLayout(filepath.Join(sharedRoot, "oci")); err != nil {
 		return err
 	}
 	sharedAgent = agent

@@ -2,7 +2,10 @@
 // development environment: it registers one Node, binds every unscheduled pod
 // (default scheduler) to it and runs the pods' containers as local processes.
 //
-// Images are not pulled. An image selects a local program by the last element
+// Images are not pulled. An image that Config.Images maps to an OCI image
+// layout runs from it under runc (see runc.go and docs/local-environment.md):
+// its own root file system, user and securityContext, the host's network.
+// Any other image selects a local program by the last element
 // of its repository path (without tag or digest): Config.Programs first (by full
 // image reference, then by that short name), then an executable of that name in
 // Config.SearchPath. The process argv is [program] + container.Args;
@@ -53,9 +56,9 @@
 // direct child: if the agent itself is SIGKILLed, grandchildren survive.
 //
 // Status: hostIP is 127.0.0.1. httpGet, tcpSocket and grpc probes run as with
-// kubelet (see probes.go); exec probes count as succeeding. Without a
-// readiness probe a container is ready once its process has been running
-// for one second. Restarts follow restartPolicy with CrashLoopBackOff
+// kubelet (see probes.go); exec probes run in containers under runc and
+// count as succeeding for processes. Without a readiness probe a container
+// is ready once its process has been running for one second. Restarts follow restartPolicy with CrashLoopBackOff
 // back-off 1s, 2s, 4s ... 30s, reset after 60s of running. Init containers
 // run sequentially; restartable init containers (sidecars) are started in
 // order and kept running. Scheduling ignores node selectors, affinity and

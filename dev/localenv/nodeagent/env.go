@@ -15,17 +15,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// ParseProgramFlag parses "IMAGE=/path/to/executable" as given to --program.
-// A relative path is made absolute because processes run in their pod directory.
+// ParseProgramFlag parses "IMAGE=PATH" as given to --program (an executable)
+// and --image (an OCI image layout). A relative path is made absolute
+// because processes run in their pod directory.
 func ParseProgramFlag(s string) (image, path string, err error) {
 	image, path, ok := strings.Cut(s, "=")
 	image, path = strings.TrimSpace(image), strings.TrimSpace(path)
 	if !ok || image == "" || path == "" {
-		return "", "", fmt.Errorf("invalid program %q: want IMAGE=/path/to/executable", s)
+		return "", "", fmt.Errorf("invalid mapping %q: want IMAGE=PATH", s)
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return "", "", fmt.Errorf("invalid program %q: %w", s, err)
+		return "", "", fmt.Errorf("invalid mapping %q: %w", s, err)
 	}
 	return image, abs, nil
 }

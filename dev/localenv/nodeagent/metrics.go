@@ -85,6 +85,18 @@ type metricsStore struct {
 	mu         sync.Mutex
 	containers map[string][2]usage // "<pod UID>/<container>" -> previous, latest
 	node       [2]usage
+	// runcPid is the first process of a runc container (it leads its own
+	// process group: runc starts it in a session of its own); nil: none.
+	runcPid func(id string) (int, bool)
+}
+
+// pid is the process (group) of a container ID.
+func (s *metricsStore) pid(containerID string) (int, bool) {
+	if id, ok := strings.CutPrefix(containerID, ContainerIDPrefix); ok && s.runcPid != nil {
+		return s.runcPid(id)
+	}
+	pid, err := strconv.Atoi(strings.TrimPrefix(containerID, "process://"))
+	return pid, err == nil && strings.HasPrefix(containerID, "process://")
 }
 
 func (s *metricsStore) container(uid types.UID, name string) (rate, bool) {
@@ -108,8 +120,11 @@ func (s *metricsStore) sample(proc string, pods []*corev1.Pod, now time.Time) {
 	defer s.mu.Unlock()
 	for _, p := range pods {
 		for _, cs := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses) {
-			pid, err := strconv.Atoi(strings.TrimPrefix(cs.ContainerID, "process://"))
-			if cs.State.Running == nil || err != nil {
+			if cs.State.Running == nil {
+				continue
+			}
+			pid, ok := s.pid(cs.ContainerID)
+			if !ok {
 				continue
 			}
 			g, ok := groups[pid]
@@ -225,7 +240,7 @@ type metricsServer struct {
 
 // serveMetrics samples processes and serves the API on ln until ctx ends.
 func (a *Agent) serveMetrics(ctx context.Context, ln net.Listener, roots *x509.CertPool) {
-	m := &metricsServer{a: a, store: &metricsStore{}, roots: roots}
+	m := &metricsServer{a: a, store: &metricsStore{runcPid: a.runcPid}, roots: roots}
 	go func() {
 		tick := time.NewTicker(metricsResolution)
 		defer tick.Stop()

@@ -76,6 +76,24 @@ func TestProcessMetrics(t *testing.T) {
 	}
 }
 
+// TestRuncContainerMetrics: a runc container's usage is its first
+// process's group, found through runc.
+func TestRuncContainerMetrics(t *testing.T) {
+	dir := t.TempDir()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "ns", UID: "uid"}, Status: corev1.PodStatus{
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "manager", ContainerID: ContainerIDPrefix + "uid_manager_0",
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}}
+	s := &metricsStore{runcPid: func(id string) (int, bool) { return 300, id == "uid_manager_0" }}
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	writeProc(t, dir, map[string]string{"300": statLine("300", "300", "100", "0", "10")}, "1000")
+	s.sample(dir, []*corev1.Pod{pod}, t0)
+	writeProc(t, dir, map[string]string{"300": statLine("300", "300", "200", "0", "10")}, "1000")
+	s.sample(dir, []*corev1.Pod{pod}, t0.Add(time.Second))
+	if r, ok := s.container("uid", "manager"); !ok || r.cores != 1 {
+		t.Errorf("rate = %+v, %v; want 1 core (100 ticks over 1s) from pid 300's group", r, ok)
+	}
+}
+
 func TestParseStat(t *testing.T) {
 	pgrp, ticks, rss, ok := parseStat([]byte(statLine("7", "3", "11", "4", "77")))
 	if !ok || pgrp != 3 || ticks != 15 || rss != 77 {

@@ -107,8 +107,9 @@ func mountNamespaces() error {
 // containerMounts are the bind mounts of a container's volumeMounts. The
 // volume types kubelet mounts read-only (secret, configMap, downwardAPI,
 // projected) are read-only here too; volumes the agent skips are not
-// mounted.
-func containerMounts(pod *corev1.Pod, c *corev1.Container, volumeDirs map[string]string, env *envList) []podexec.Mount {
+// mounted. A container that sees the host's file system (hostFS) needs no
+// mount of a hostPath volume at its own path; one with a root of its own does.
+func containerMounts(pod *corev1.Pod, c *corev1.Container, volumeDirs map[string]string, env *envList, hostFS bool) []podexec.Mount {
 	readOnlyType := map[string]bool{}
 	for _, v := range pod.Spec.Volumes {
 		readOnlyType[v.Name] = v.Secret != nil || v.ConfigMap != nil || v.DownwardAPI != nil || v.Projected != nil
@@ -120,7 +121,7 @@ func containerMounts(pod *corev1.Pod, c *corev1.Container, volumeDirs map[string
 		if dir == "" || !filepath.IsAbs(target) {
 			continue
 		}
-		if dir == target {
+		if dir == target && hostFS {
 			continue // a hostPath volume at its own path
 		}
 		out = append(out, podexec.Mount{Source: dir, Target: target, ReadOnly: m.ReadOnly || readOnlyType[m.Name]})

@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -37,7 +38,7 @@ type container struct {
 	name string
 	kind containerKind
 
-	program      string // last resolved program, for imageID
+	imageID      string // of the last run
 	restartCount int32
 	backoff      time.Duration
 	nextStart    time.Time
@@ -314,13 +315,17 @@ func (a *Agent) syncPod(ctx context.Context, pod *corev1.Pod, st *podState) (tim
 		if c.proc != nil && c.proc.exited() {
 			p := c.proc
 			c.proc = nil
-			a.stopped(pod, st, c, &corev1.ContainerStateTerminated{
+			term := &corev1.ContainerStateTerminated{
 				ExitCode:    p.exitCode,
 				Reason:      exitReason(p.exitCode),
 				StartedAt:   metaTime(p.startedAt),
 				FinishedAt:  metaTime(p.finishedAt),
-				ContainerID: processID(p.pid),
-			}, p.finishedAt.Sub(p.startedAt), p.finishedAt)
+				ContainerID: p.id,
+			}
+			if p.startErr != "" {
+				term.ExitCode, term.Reason, term.Message = 128, "StartError", p.startErr
+			}
+			a.stopped(pod, st, c, term, p.finishedAt.Sub(p.startedAt), p.finishedAt)
 		}
 	}
 
@@ -397,15 +402,20 @@ func (a *Agent) ensureRunning(pod *corev1.Pod, st *podState, c *container, spec 
 		w.atTime(c.nextStart)
 		return
 	}
-	program, err := a.resolveProgram(spec.Image)
-	if err != nil {
-		c.waitReason, c.waitMessage = "ImagePullBackOff", err.Error()
-		w.after(retryDelay)
-		return
+	// Images the agent has an OCI layout for run from it under runc; any
+	// other image names a local program.
+	layout, fromLayout := lookupImage(a.cfg.Images, spec.Image)
+	var program string
+	if !fromLayout {
+		var err error
+		if program, err = a.resolveProgram(spec.Image); err != nil {
+			c.waitReason, c.waitMessage = "ImagePullBackOff", err.Error()
+			w.after(retryDelay)
+			return
+		}
 	}
-	c.program = program
 	hostname := ""
-	if a.mountNS {
+	if a.mountNS || fromLayout {
 		hostname = podHostname(pod)
 	}
 	base := serviceEnv(a.cfg.APIServer)
@@ -418,20 +428,38 @@ func (a *Agent) ensureRunning(pod *corev1.Pod, st *podState, c *container, spec 
 		w.after(retryDelay)
 		return
 	}
-	// With mount namespaces the volumes are where the pod says; without,
-	// paths into them are rewritten to the host directories.
-	var r mountRewriter
-	var mounts []podexec.Mount
-	if a.mountNS {
-		mounts = containerMounts(pod, spec, st.volumeDirs, env)
+	var p *process
+	imageID := "local://" + program
+	if fromLayout {
+		p, imageID, err = a.startImageContainer(pod, st, c, spec, layout, env, hostname)
+		var ie *imageError
+		var ce *configError
+		switch {
+		case errors.As(err, &ie):
+			c.waitReason, c.waitMessage = "ErrImagePull", err.Error()
+			w.after(retryDelay)
+			return
+		case errors.As(err, &ce):
+			c.waitReason, c.waitMessage = "CreateContainerConfigError", err.Error()
+			w.after(retryDelay)
+			return
+		}
 	} else {
-		r = newMountRewriter(spec, st.volumeDirs, env)
+		// With mount namespaces the volumes are where the pod says; without,
+		// paths into them are rewritten to the host directories.
+		var r mountRewriter
+		var mounts []podexec.Mount
+		if a.mountNS {
+			mounts = containerMounts(pod, spec, st.volumeDirs, env, true)
+		} else {
+			r = newMountRewriter(spec, st.volumeDirs, env)
+		}
+		args := make([]string, len(spec.Args))
+		for i, arg := range spec.Args {
+			args[i] = r.arg(expand(arg, env.lookup))
+		}
+		p, err = a.startProcess(st.key, st.dir, c.logs, program, args, processEnv(spec.Image, env, r), hostname, mounts)
 	}
-	args := make([]string, len(spec.Args))
-	for i, arg := range spec.Args {
-		args[i] = r.arg(expand(arg, env.lookup))
-	}
-	p, err := a.startProcess(st.key, st.dir, c.logs, program, args, processEnv(spec.Image, env, r), hostname, mounts)
 	if err != nil {
 		now := time.Now()
 		a.stopped(pod, st, c, &corev1.ContainerStateTerminated{
@@ -443,7 +471,8 @@ func (a *Agent) ensureRunning(pod *corev1.Pod, st *podState, c *container, spec 
 		}
 		return
 	}
-	a.log.Info("container started", "pod", st.key, "container", c.name, "program", program, "pid", p.pid)
+	c.imageID = imageID
+	a.log.Info("container started", "pod", st.key, "container", c.name, "program", p.program, "pid", p.pid, "containerID", p.id)
 	a.startProbes(pod, st, spec, p)
 	c.proc = p
 	c.everStarted = true

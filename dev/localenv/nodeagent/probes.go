@@ -21,16 +21,16 @@ import (
 )
 
 // Probes run as kubelet runs them: httpGet, tcpSocket and grpc against the
-// pod's IP (or httpGet.host), after initialDelaySeconds, every
+// pod's IP (or httpGet.host), exec in containers run under runc, after initialDelaySeconds, every
 // periodSeconds with timeoutSeconds, and the success and failure
 // thresholds. A container with a startup probe is not started (and its
 // other probes wait) until that succeeds; one with a readiness probe is not
 // ready before its first success; a liveness or startup probe that fails
 // failureThreshold times in a row kills the container (SIGTERM, SIGKILL
 // after the grace period), which then restarts per restartPolicy. Failures
-// are Warning events "Unhealthy", like kubelet's. exec probes cannot run
-// without the container's image: they count as succeeding, with one
-// Warning event saying so.
+// are Warning events "Unhealthy", like kubelet's. exec probes of containers run as
+// processes cannot run without the container's image: they count as
+// succeeding, with one Warning event saying so.
 
 // probeResults is what the probes of one container run found so far.
 type probeResults struct {
@@ -96,7 +96,7 @@ func (r *probeRun) loop(kind probeKind, probe *corev1.Probe) {
 	if kind != readinessProbe {
 		success = 1 // the API requires 1 for liveness and startup
 	}
-	if probe.Exec != nil {
+	if probe.Exec != nil && r.p.exec == nil {
 		r.a.event(r.pod, r.spec.Name, corev1.EventTypeWarning, "ProbeNotSupported",
 			fmt.Sprintf("%s probe: exec probes do not run on the rainbow node agent; counted as succeeding", kind))
 	}
@@ -203,6 +203,10 @@ func (r *probeRun) once(probe *corev1.Probe) error {
 		return conn.Close()
 	case h.GRPC != nil:
 		return r.grpc(h.GRPC, timeout)
+	case h.Exec != nil && r.p.exec != nil:
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		return r.p.exec(ctx, h.Exec.Command)
 	default:
 		return nil // exec: see the ProbeNotSupported event
 	}

@@ -163,9 +163,7 @@ func (st *podState) containerStatus(pod *corev1.Pod, c *container, now time.Time
 	if spec := specFor(pod, c); spec != nil {
 		cs.Image = spec.Image
 	}
-	if c.program != "" {
-		cs.ImageID = "local://" + c.program
-	}
+	cs.ImageID = c.imageID
 	if c.lastTerm != nil {
 		t := *c.lastTerm
 		cs.LastTerminationState.Terminated = &t
@@ -178,7 +176,7 @@ func (st *podState) containerStatus(pod *corev1.Pod, c *container, now time.Time
 		if c.proc.probes != nil {
 			started, ready = c.proc.probes.get()
 		}
-		cs.ContainerID = processID(c.proc.pid)
+		cs.ContainerID = c.proc.id
 		cs.State.Running = &corev1.ContainerStateRunning{StartedAt: metaTime(c.proc.startedAt)}
 		cs.Ready = st.terminal == "" && !st.terminating && ready
 	case c.final != nil:

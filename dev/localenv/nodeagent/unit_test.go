@@ -164,10 +164,16 @@ func TestContainerMounts(t *testing.T) {
 	dirs := map[string]string{"cert": "/v/cert", "scratch": "/v/scratch", "host": "/data", "skipped": ""}
 	env := &envList{}
 	env.set("POD", "p1")
-	got := fmt.Sprint(containerMounts(pod, c, dirs, env))
+	got := fmt.Sprint(containerMounts(pod, c, dirs, env, true))
 	want := "[{/v/cert /etc/certs true} {/v/scratch/p1 /work false} {/v/scratch /ro true}]"
 	if got != want {
 		t.Errorf("mounts = %s\nwant %s (secret volumes read-only, hostPath at its own path and skipped volumes not mounted)", got, want)
+	}
+	// A container with a root of its own (runc) needs the hostPath mounted.
+	got = fmt.Sprint(containerMounts(pod, c, dirs, env, false))
+	want = "[{/v/cert /etc/certs true} {/v/scratch/p1 /work false} {/v/scratch /ro true} {/data /data false}]"
+	if got != want {
+		t.Errorf("mounts in an image's root = %s\nwant %s", got, want)
 	}
 }
 
