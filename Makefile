@@ -36,6 +36,9 @@ demo-autoscaling: kube-bins bins ## The same environment, and an HPA per version
 	@DEMO_STORY=autoscaling hack/demo.sh
 
 .PHONY: test
+# test/incluster runs the image under runc on this machine: only its own
+# platform is built (the other would cost a cold cross-compile of minutes).
+test: IMAGE_PLATFORMS = linux/$(shell go env GOARCH)
 test: kube-bins bins image runc $(HELM) $(HELM4) vet verify-generated ## Run every test: unit, integration (real control plane, Temporal, workers)
 	go test $(GO_TEST_FLAGS) -timeout 40m ./...
 	cd dev/cmd/devenv && go test $(GO_TEST_FLAGS) -timeout 10m ./...
