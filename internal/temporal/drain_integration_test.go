@@ -123,9 +123,12 @@ func TestPinnedWorkflowsOfADrainingVersion(t *testing.T) {
 	// starts on the current version and stays there.
 	startWorker(ht, name, "v2", tq)
 	makeCurrent(ht, api, name, "v2", false)
-	st, _ := describeUntil(ht, api, name, 20*time.Second, "v1 draining since its deactivation", func(s *planner.TemporalState) bool {
+	// Temporal flags a pinned run's workflow task with the target change
+	// only once the routing change reached the task queue's partitions:
+	// under load that can come after the version shows as draining.
+	st, _ := describeUntil(ht, api, name, 60*time.Second, "v1 draining since its deactivation, the change applied", func(s *planner.TemporalState) bool {
 		v, _ := version(s, "v1")
-		return v.Status == v1alpha1.VersionDraining && v.DrainingSince != nil
+		return v.Status == v1alpha1.VersionDraining && v.DrainingSince != nil && !s.RoutingPropagating
 	})
 	if v, _ := version(st, "v1"); time.Since(*v.DrainingSince) > time.Minute || time.Since(*v.DrainingSince) < 0 {
 		t.Fatalf("v1 draining since %s", v.DrainingSince)
