@@ -66,16 +66,22 @@ func (s *Scenario) WatchInvariants(twd *harness.Rollout, traffic *Traffic) *Inva
 		api:     temporal.NewAPI(s.Env.Temporal, s.Env.Info.TemporalNamespace, "rainbow-chaos-observer"),
 		retired: map[string]bool{}, allowBack: map[string]bool{}, checks: map[string]int{},
 	}
-	removals, err := invariants.WatchRemovals(ctx, s.Env.Clients, s.Namespace,
+	// A removal check runs to its end even while Finish stops the watch:
+	// Stop waits for it, and a check cut short would fail the run.
+	removals, err := invariants.WatchRemovals(context.Background(), s.Env.Clients, s.Namespace,
 		func(string) string { return twd.DeploymentName() },
-		func(r invariants.Removal) { inv.checkRemoval(ctx, r.Version.BuildID, r.What) })
+		func(r invariants.Removal) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			inv.checkRemoval(ctx, r.Version.BuildID, r.What)
+		})
 	if err != nil {
 		s.Fatalf("watch Deployments: %v", err)
 	}
 	inv.removals = removals
 	inv.wg.Add(1)
 	go inv.watchRouting(ctx)
-	s.Cleanup(func() { cancel(); inv.wg.Wait(); removals.Stop() })
+	s.Cleanup(func() { removals.Stop(); cancel(); inv.wg.Wait() })
 	return inv
 }
 
@@ -286,9 +292,9 @@ func (inv *Invariants) observeRouting(ctx context.Context, now RoutingState) {
 // workflow (by its deterministic ID, in Temporal's visibility). It returns
 // how many checks each rule made.
 func (inv *Invariants) Finish() map[string]int {
+	inv.removals.Stop()
 	inv.cancel()
 	inv.wg.Wait()
-	inv.removals.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	g := invariants.CheckGates(ctx, inv.s.Env.Temporal, inv.s.Env.Info.TemporalNamespace, []string{inv.twd.DeploymentName()}, false)
