@@ -43,9 +43,9 @@ const (
 	// Deployment is updated in place.
 	AnnotationTemplateHash = "temporal.io/pod-template-hash"
 	// AnnotationMigratedTemplateHash is where the tool users migrate from
-	// records its own hash of the pod template. It is only read: a
-	// Deployment that carries it gets AnnotationTemplateHash without a
-	// restart.
+	// records its own hash of the pod template, on the pod template. It is
+	// only read: a Deployment whose pod template carries it gets
+	// AnnotationTemplateHash without a restart.
 	AnnotationMigratedTemplateHash = "temporal.io/pod-template-spec-hash"
 	// AnnotationScaledDownAt records when the controller scaled a finished
 	// version to zero (RFC 3339).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -154,38 +155,41 @@ func (r *rollout) replicaSets(build string) []string {
 func TestDeploymentWithoutTemplateHashIsNotRestarted(t *testing.T) {
 	r := newRollout(env.NewTest(t), "legacy")
 	r.Create(r.Spec("v1"))
-	r.hashRecordedWithoutRestart(r.BuildID(), map[string]any{workload.AnnotationTemplateHash: nil})
+	r.hashRecordedWithoutRestart(r.BuildID(), nil, map[string]any{workload.AnnotationTemplateHash: nil})
 }
 
-// TestMigratedDeploymentIsNotRestarted: a Deployment that carries only the
-// template hash of the tool users migrate from (its own algorithm, which
-// cannot be compared) gets ours without a new ReplicaSet or a restarted
-// pod, even under a custom build ID, which proves nothing of its template.
+// TestMigratedDeploymentIsNotRestarted: a Deployment whose pod template
+// carries the template hash of the tool users migrate from (its own
+// algorithm, which cannot be compared; the Temporal worker controller
+// writes it there) and which records none of ours gets ours without a new
+// ReplicaSet or a restarted pod, even under a custom build ID, which
+// proves nothing of its template.
 func TestMigratedDeploymentIsNotRestarted(t *testing.T) {
 	r := newRollout(env.NewTest(t), "migrated")
 	twd := r.Spec("v1")
 	twd.Spec.WorkerOptions.CustomBuildID = "migrated-1"
 	r.Create(twd)
-	d := r.hashRecordedWithoutRestart("migrated-1", map[string]any{
-		workload.AnnotationTemplateHash:         nil,
-		workload.AnnotationMigratedTemplateHash: "5f0c2a9e",
-	})
-	if got := d.Annotations[workload.AnnotationMigratedTemplateHash]; got != "5f0c2a9e" {
+	d := r.hashRecordedWithoutRestart("migrated-1", map[string]any{workload.AnnotationMigratedTemplateHash: "5f0c2a9e"},
+		map[string]any{workload.AnnotationTemplateHash: nil})
+	if got := d.Spec.Template.Annotations[workload.AnnotationMigratedTemplateHash]; got != "5f0c2a9e" {
 		t.Errorf("the migrated annotation became %q", got)
 	}
 }
 
 // hashRecordedWithoutRestart waits for build to run, gives its Deployment
 // a pod template the controller would not build (as another tool's or an
-// older controller's may be), then sets annotations on the Deployment
-// (nil removes one) and checks that the controller records the template
-// hash again without touching the pod template, its ReplicaSets or pods.
-func (r *rollout) hashRecordedWithoutRestart(build string, annotations map[string]any) *appsv1.Deployment {
+// older controller's may be, with templateAnnotations), then sets
+// annotations on the Deployment (nil removes one) and checks that the
+// controller records the template hash again without touching the pod
+// template, its ReplicaSets or pods.
+func (r *rollout) hashRecordedWithoutRestart(build string, templateAnnotations, annotations map[string]any) *appsv1.Deployment {
 	r.Helper()
 	r.WaitCurrent(2*time.Minute, build)
 	first := r.podNames(build)
+	made := map[string]any{"example.com/made-by": "another-tool"}
+	maps.Copy(made, templateAnnotations)
 	mergePatch(r, r.deployment(build), map[string]any{"spec": map[string]any{"template": map[string]any{
-		"metadata": map[string]any{"annotations": map[string]any{"example.com/made-by": "another-tool"}}}}})
+		"metadata": map[string]any{"annotations": made}}}})
 	r.Eventually(2*time.Minute, "the changed pod template rolled out to one new pod", func() (bool, string) {
 		d, pods := r.deployment(build), r.podNames(build)
 		done := d.Status.ObservedGeneration == d.Generation && d.Status.Replicas == 1 && d.Status.UpdatedReplicas == 1 && d.Status.AvailableReplicas == 1

@@ -62,9 +62,10 @@ func plannerDeployment(d *appsv1.Deployment) planner.Deployment {
 		// Pods of an older template remain, or our template change is not
 		// yet seen. A scale is no rollout: an autoscaler at work must not
 		// make a current version look unfinished.
-		Rolling:       workload.TemplateRolling(d),
-		TemplateHash:  d.Annotations[workload.AnnotationTemplateHash],
-		MigratedHash:  d.Annotations[workload.AnnotationMigratedTemplateHash] != "",
+		Rolling:      workload.TemplateRolling(d),
+		TemplateHash: d.Annotations[workload.AnnotationTemplateHash],
+		// The Temporal worker controller writes its hash on the pod template.
+		MigratedHash:  d.Spec.Template.Annotations[workload.AnnotationMigratedTemplateHash] != "",
 		Server:        planner.Server{Address: workload.Address(d), NamespaceID: d.Annotations[workload.AnnotationNamespaceID]},
 		CreatedAt:     d.CreationTimestamp.Time,
 		ReadyReplicas: d.Status.ReadyReplicas,
