@@ -75,6 +75,7 @@ bins: ## Build the project's binaries into .cache/bin
 	go build -o $(BIN)/ ./dev/cmd/demo-worker ./cmd/manager ./dev/cmd/demo
 	@echo ">> Building devenv (links the Temporal server: several minutes on a cold cache)"
 	cd dev/cmd/devenv && go build -o $(BIN)/devenv .
+	go build -o $(BIN)/ ./cmd/kubectl-rainbow
 
 # `make image` names the image after the commit (a tag if HEAD has one,
 # "-dirty" with uncommitted changes) and stamps every time in it with

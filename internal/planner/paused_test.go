@@ -33,7 +33,7 @@ func TestPaused(t *testing.T) {
 			want: hold("ramping 50%"),
 		},
 		"Manual: Paused rather than waiting for a person": {
-			in: with(base(), paused, func(in *Input) { in.Spec.Strategy = v1alpha1.StrategyManual }),
+			in:   with(base(), paused, func(in *Input) { in.Spec.Strategy = v1alpha1.StrategyManual }),
 			want: hold("kubectl rainbow resume worker"),
 		},
 		"the target still gets its Deployment": {
