@@ -386,8 +386,9 @@ func merge(base, add map[string]string) map[string]string {
 }
 
 // UserTemplate recovers the user's pod template a version's Deployment was
-// made from, by removing what SetTemplate added, and proves it: its hash
-// must equal the Deployment's AnnotationTemplateHash. A rollback sets
+// made from, by removing what SetTemplate added and what the API server
+// defaulted, and proves it: its hash must equal the Deployment's
+// AnnotationTemplateHash. A rollback sets
 // spec.template back to it (kubectl rainbow undo).
 func UserTemplate(d *appsv1.Deployment) (*corev1.PodTemplateSpec, error) {
 	want := d.Annotations[AnnotationTemplateHash]
@@ -421,6 +422,10 @@ func UserTemplate(d *appsv1.Deployment) (*corev1.PodTemplateSpec, error) {
 		spec.Volumes = nil
 	}
 	if got := buildid.TemplateHash(tpl); got != want {
+		// The API server defaulted fields the user left out.
+		if user, ok := buildid.WithoutServerDefaults(tpl, want); ok {
+			return user, nil
+		}
 		return nil, fmt.Errorf("the template of Deployment %s, without the controller's additions, does not hash to its %s (%s, got %s): "+
 			"set spec.template back from your own records (a git revert)", d.Name, AnnotationTemplateHash, want, got)
 	}
