@@ -66,10 +66,25 @@ func TestKubectlPlugin(t *testing.T) {
 		t.Fatalf("status in a pipe has colour codes:\n%s", out)
 	}
 
+	// status --watch shows the object again when it changes.
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	var watched syncBuffer
+	watch := exec.CommandContext(watchCtx, filepath.Join(env.BinDir, "kubectl-rainbow"), "--kubeconfig", env.Info.Kubeconfig, "-n", tt.Namespace, "status", "plug", "--watch")
+	watch.Stdout, watch.Stderr = &watched, &watched
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = watch.Wait() }()
+
 	// pause: Paused, and the ramp holds even once its step's pause is cut
 	// to zero and the controller has seen that.
 	plugin("pause", "plug")
 	r.waitCondition(time.Minute, v1alpha1.ConditionProgressing, metav1.ConditionTrue, v1alpha1.ReasonPaused)
+	r.Eventually(time.Minute, "status --watch shows the pause", func() (bool, string) {
+		return strings.Contains(watched.String(), "Ready=False Paused"), watched.String()
+	})
+	stopWatch()
 	if out := plugin("status", "plug"); !strings.Contains(out, "paused") || !strings.Contains(out, "Ready=False Paused") {
 		t.Fatalf("status while paused:\n%s", out)
 	}
