@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -21,10 +22,14 @@ import (
 // Manual rollout, and the refusal a user who may only view gets.
 func TestKubectlPlugin(t *testing.T) {
 	tt := env.NewTest(t)
+	bin := filepath.Join(env.BinDir, "kubectl-rainbow")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("%v: build it with make bins", err)
+	}
 	run := func(kubeconfig string, args ...string) (string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, filepath.Join(env.BinDir, "kubectl-rainbow"), append([]string{"--kubeconfig", kubeconfig, "-n", tt.Namespace}, args...)...)
+		cmd := exec.CommandContext(ctx, bin, append([]string{"--kubeconfig", kubeconfig, "-n", tt.Namespace}, args...)...)
 		out, err := cmd.CombinedOutput()
 		t.Logf("$ kubectl rainbow %s\n%s", strings.Join(args, " "), out)
 		return string(out), err
@@ -70,7 +75,7 @@ func TestKubectlPlugin(t *testing.T) {
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
 	var watched syncBuffer
-	watch := exec.CommandContext(watchCtx, filepath.Join(env.BinDir, "kubectl-rainbow"), "--kubeconfig", env.Info.Kubeconfig, "-n", tt.Namespace, "status", "plug", "--watch")
+	watch := exec.CommandContext(watchCtx, bin, "--kubeconfig", env.Info.Kubeconfig, "-n", tt.Namespace, "status", "plug", "--watch")
 	watch.Stdout, watch.Stderr = &watched, &watched
 	if err := watch.Start(); err != nil {
 		t.Fatal(err)
