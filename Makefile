@@ -85,6 +85,7 @@ bins: ## Build the project's binaries into .cache/bin
 	go build -ldflags "$(MANAGER_LDFLAGS)" -o $(BIN)/ ./cmd/manager
 	@echo ">> Building devenv (links the Temporal server: several minutes on a cold cache)"
 	cd dev/cmd/devenv && go build -o $(BIN)/devenv .
+	go build -o $(BIN)/ ./cmd/kubectl-rainbow
 
 # `make image` names the image after VERSION and stamps every time in it with
 # SOURCE_DATE_EPOCH, the commit's time unless set: the same commit gives the

@@ -32,6 +32,9 @@ const (
 	ReasonWaitingForPollers   = "WaitingForPollers"
 	ReasonWaitingForPromotion = "WaitingForPromotion"
 	ReasonRamping             = "Ramping"
+	// ReasonPaused: spec.rollout.paused holds the rollout; the target gets
+	// no further traffic until it is false again.
+	ReasonPaused = "Paused"
 	// ReasonWaitingForTemporal: the rollout waits on Temporal, not on a
 	// person: reads throttled or failing for less than the outage bound,
 	// or a routing change Temporal accepted and is still applying to the

@@ -158,6 +158,15 @@ type RolloutSpec struct {
 	// deadline is raised. Traffic stays where it is either way.
 	// +optional
 	ProgressDeadlineAbort bool `json:"progressDeadlineAbort,omitempty"`
+
+	// Paused holds the rollout where it is: no new ramp step, no
+	// promotion. The target still gets its Deployment and workers, a gate
+	// already running finishes, other versions keep their workers, and a
+	// rollback to a recently current version and an abort still happen.
+	// Progressing reports reason Paused. Resume by setting it to false
+	// (kubectl rainbow resume NAME).
+	// +optional
+	Paused bool `json:"paused,omitempty"`
 }
 
 // DeploymentMetadata is metadata for the versioned Deployment objects.

@@ -464,6 +464,7 @@ func (s *story) summary() {
 	if s.o.Kubeconfig != "" {
 		out("kubectl:     export KUBECONFIG=%s", s.o.Kubeconfig)
 		out("             .cache/kube/kubectl -n %s get twd,deployments,pods", s.key.Namespace)
+		out("plugin:      .cache/bin/kubectl-rainbow -n %s status %s --watch   (pause, resume, promote, abort, undo: docs/kubectl-plugin.md)", s.key.Namespace, s.key.Name)
 	}
 	if s.o.Linger {
 		out("")

@@ -292,7 +292,7 @@ func action(t *testing.T, name string, obj map[string]any) (string, error) {
 func TestActionsOnRecordedObjects(t *testing.T) {
 	recs := recordings(t)
 	healthy, ramping := recs["complete"].Object, recs["ramping"].Object
-	paused := recs["paused"].Object
+	paused, legacy := recs["paused"].Object, recs["paused-legacy"].Object
 	for _, c := range []struct {
 		obj  map[string]any
 		name string
@@ -300,7 +300,8 @@ func TestActionsOnRecordedObjects(t *testing.T) {
 	}{
 		{healthy, "healthy", "pause"},
 		{ramping, "ramping", "abort,pause,promote-full,promote-step"},
-		{paused, "paused", "promote-full,resume"},
+		{paused, "paused", "abort,promote-full,resume"},
+		{legacy, "paused by an older pause action", "promote-full,resume"},
 		{recs["gate-failed"].Object, "gate failed", "abort,pause"},
 	} {
 		if got := discover(t, c.obj); got != c.want {
@@ -313,10 +314,11 @@ func TestActionsOnRecordedObjects(t *testing.T) {
 		obj          map[string]any
 		patch        string
 	}{
-		{"pause a ramp", "pause", ramping,
-			`{"metadata":{"annotations":{"argocd.temporal.io/paused-strategy":"Progressive"}},"spec":{"rollout":{"strategy":"Manual"}}}`},
-		{"resume", "resume", paused, `{"metadata":{"annotations":null},"spec":{"rollout":{"strategy":"Progressive"}}}`},
-		{"promote-full from a pause", "promote-full", paused, `{"metadata":{"annotations":null},"spec":{"rollout":{"strategy":"AllAtOnce"}}}`},
+		{"pause a ramp", "pause", ramping, `{"spec":{"rollout":{"paused":true}}}`},
+		{"resume", "resume", paused, `{"spec":{"rollout":{"paused":false}}}`},
+		{"promote-full from a pause", "promote-full", paused, `{"spec":{"rollout":{"paused":false,"strategy":"AllAtOnce"}}}`},
+		{"resume an older pause", "resume", legacy, `{"metadata":{"annotations":null},"spec":{"rollout":{"strategy":"Progressive"}}}`},
+		{"promote-full from an older pause", "promote-full", legacy, `{"metadata":{"annotations":null},"spec":{"rollout":{"strategy":"AllAtOnce"}}}`},
 		{"promote-full", "promote-full", ramping, `{"spec":{"rollout":{"strategy":"AllAtOnce"}}}`},
 		{"promote-step", "promote-step", ramping,
 			`{"spec":{"rollout":{"steps":[{"pauseDuration":"0s","rampPercentage":25},{"pauseDuration":"1h0m0s","rampPercentage":75}]}}}`},
@@ -328,8 +330,8 @@ func TestActionsOnRecordedObjects(t *testing.T) {
 		}
 	}
 
-	// resume keeps the other annotations.
-	o := copyObject(t, paused)
+	// resume of an older pause keeps the other annotations.
+	o := copyObject(t, legacy)
 	o["metadata"].(map[string]any)["annotations"].(map[string]any)["team"] = "billing"
 	if got, err := action(t, "resume", o); err != nil || got != `{"metadata":{"annotations":{"argocd.temporal.io/paused-strategy":null}},"spec":{"rollout":{"strategy":"Progressive"}}}` {
 		t.Errorf("resume with another annotation: %s (%v)", got, err)
@@ -353,6 +355,7 @@ func TestActionsOnRecordedObjects(t *testing.T) {
 		obj          map[string]any
 	}{
 		{"pause twice", "pause", paused},
+		{"pause an older pause", "pause", legacy},
 		{"resume what is not paused", "resume", healthy},
 		{"resume Manual from git", "resume", manual},
 		{"promote-full Manual from git", "promote-full", manual},

@@ -10,7 +10,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"reflect"
 	"regexp"
 	"strings"
 
@@ -127,23 +126,10 @@ var schemaDefaults = func() []schemaDefault {
 
 // dropDefault deletes the field at path wherever it holds value.
 func dropDefault(v any, path []string, value any) {
-	m, ok := v.(map[string]any)
-	if !ok || len(path) == 0 {
-		return
-	}
-	key, list := strings.CutSuffix(path[0], "[]")
-	child, ok := m[key]
-	switch {
-	case !ok:
-	case list:
-		items, _ := child.([]any)
-		for _, item := range items {
-			dropDefault(item, path[1:], value)
-		}
-	case len(path) > 1:
-		dropDefault(child, path[1:], value)
-	case reflect.DeepEqual(child, value):
-		delete(m, key)
+	var found [][]any
+	locate(v, path, nil, []any{value}, &found)
+	for _, loc := range found {
+		remove(v, loc)
 	}
 }
 

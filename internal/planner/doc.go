@@ -32,6 +32,9 @@
 //     GateCancelGrace (in gate.go).
 //   - While Temporal still applies a routing change to the task queues'
 //     partitions, nothing is retired and status keeps the routing it showed (in propagation.go).
+//   - A paused rollout (spec.rollout.paused) gets no further ramp step and no
+//     promotion once its gate passed; everything else goes on: the target's
+//     Deployment, rollbacks, aborts, sunsets, drains (in promotion.go).
 //   - Manual never routes, AllAtOnce makes the target current, Progressive
 //     ramps through the steps, timed from Temporal's ramp change time (in promotion.go).
 //   - Other versions keep their workers while Temporal may route to them;

@@ -57,7 +57,7 @@ func violations(in Input, r Result) []error {
 		return slices.Concat(claimViolations(in, r), readViolations(in))
 	}
 	return slices.Concat(safetyViolations(in, r), ownedViolations(in, r), autoscaleViolations(in, r), drainViolations(in, r), readViolations(in),
-		gateViolations(in, r), deadlineViolations(in, r))
+		gateViolations(in, r), deadlineViolations(in, r), pausedViolations(in, r))
 }
 
 // readViolations checks the lists that tell observe what to read from
@@ -219,6 +219,7 @@ func fuzzInput(data []byte) Input {
 	if s.Intn(5) == 0 {
 		in.ClaimedBy = &Claimed{Holder: "other/w", Address: fuzzsrc.Pick(s, serverA.Address, ""), TemporalNamespace: "default"}
 	}
+	in.Spec.Paused = s.Intn(4) == 0
 	return in
 }
 

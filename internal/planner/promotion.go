@@ -34,6 +34,9 @@ func promote(v *view, p *plan) progress {
 	if prog, hold := gate(v, p); hold {
 		return prog
 	}
+	if v.in.Spec.Paused {
+		return paused(v)
+	}
 	switch v.in.Spec.Strategy {
 	case v1alpha1.StrategyAllAtOnce:
 		return makeCurrent(v, p, EventPromote, fmt.Sprintf("making version %s current (AllAtOnce)", v.target))
@@ -43,6 +46,24 @@ func promote(v *view, p *plan) progress {
 		p.waitFor(WaitRouting)
 		return movingBecause(v1alpha1.ReasonWaitingForPromotion, manualMessage(v))
 	}
+}
+
+// paused holds routing as it is: no ramp step, no promotion, and no timer
+// to wake up for: only a spec change (which reconciles) resumes it. A ramp's
+// step is timed from Temporal's ramp change time, so after resuming a step
+// whose pauseDuration passed meanwhile moves on at once.
+func paused(v *view) progress {
+	at := "with no traffic"
+	t := v.temporal()
+	switch {
+	case t.CurrentBuildID == v.target:
+		at = "current"
+	case t.RampingBuildID == v.target:
+		at = fmt.Sprintf("ramping %d%%", t.RampPercentage)
+	}
+	return movingBecause(v1alpha1.ReasonPaused, fmt.Sprintf(
+		"spec.rollout.paused holds version %s %s; resume with: kubectl rainbow resume %s (or set spec.rollout.paused to false)",
+		v.target, at, v.in.Name))
 }
 
 // manualMessage says how to promote the target by hand. While this

@@ -121,6 +121,8 @@ type Spec struct {
 	// ProgressDeadlineAbort scales a target that missed the deadline, and
 	// never had traffic, to zero (spec.rollout.progressDeadlineAbort).
 	ProgressDeadlineAbort bool
+	// Paused holds routing that advances the rollout (spec.rollout.paused).
+	Paused bool
 }
 
 // Deployment is one versioned Kubernetes Deployment.

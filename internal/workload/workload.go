@@ -384,3 +384,50 @@ func merge(base, add map[string]string) map[string]string {
 	}
 	return out
 }
+
+// UserTemplate recovers the user's pod template a version's Deployment was
+// made from, by removing what SetTemplate added and what the API server
+// defaulted, and proves it: its hash must equal the Deployment's
+// AnnotationTemplateHash. A rollback sets
+// spec.template back to it (kubectl rainbow undo).
+func UserTemplate(d *appsv1.Deployment) (*corev1.PodTemplateSpec, error) {
+	want := d.Annotations[AnnotationTemplateHash]
+	if want == "" {
+		return nil, fmt.Errorf("Deployment %s has no %s annotation to check its template against", d.Name, AnnotationTemplateHash)
+	}
+	tpl := d.Spec.Template.DeepCopy()
+	delete(tpl.Labels, LabelWorker)
+	delete(tpl.Labels, LabelBuildID)
+	delete(tpl.Annotations, AnnotationConnectionHash)
+	if len(tpl.Labels) == 0 {
+		tpl.Labels = nil
+	}
+	if len(tpl.Annotations) == 0 {
+		tpl.Annotations = nil
+	}
+	spec := &tpl.Spec
+	spec.Volumes = without(spec.Volumes, tlsVolume, func(v corev1.Volume) string { return v.Name })
+	for i := range spec.Containers {
+		c := &spec.Containers[i]
+		c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return injected[e.Name] })
+		c.VolumeMounts = without(c.VolumeMounts, tlsVolume, func(m corev1.VolumeMount) string { return m.Name })
+		if len(c.Env) == 0 {
+			c.Env = nil
+		}
+		if len(c.VolumeMounts) == 0 {
+			c.VolumeMounts = nil
+		}
+	}
+	if len(spec.Volumes) == 0 {
+		spec.Volumes = nil
+	}
+	if got := buildid.TemplateHash(tpl); got != want {
+		// The API server defaulted fields the user left out.
+		if user, ok := buildid.WithoutServerDefaults(tpl, want); ok {
+			return user, nil
+		}
+		return nil, fmt.Errorf("the template of Deployment %s, without the controller's additions, does not hash to its %s (%s, got %s): "+
+			"set spec.template back from your own records (a git revert)", d.Name, AnnotationTemplateHash, want, got)
+	}
+	return tpl, nil
+}

@@ -108,6 +108,7 @@ func admissionTable() []admissionRow {
 		twd("progressDeadline under 10s", `{"spec":{"rollout":{"progressDeadline":"5s"}}}`, "spec.rollout.progressDeadline", "must be between 10s and 168h"),
 		twd("progressDeadline over a week", `{"spec":{"rollout":{"progressDeadline":"200h"}}}`, "spec.rollout.progressDeadline", "must be between 10s and 168h"),
 		twd("progressDeadline that is no duration", `{"spec":{"rollout":{"progressDeadline":"10 minutes"}}}`, "spec.rollout.progressDeadline", "should match"),
+		twd("paused that is no bool", `{"spec":{"rollout":{"paused":"yes"}}}`, "spec.rollout.paused", "must be of type boolean"),
 		twd("deployment label under temporal.io/", `{"spec":{"deploymentMetadata":{"labels":{"temporal.io/build-id":"x"}}}}`,
 			"spec.deploymentMetadata.labels", "keys under temporal.io/ are the controller's"),
 		twd("deployment annotation under temporal.io/", `{"spec":{"deploymentMetadata":{"annotations":{"temporal.io/scaled-down-at":"x"}}}}`,

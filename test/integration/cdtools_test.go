@@ -113,7 +113,9 @@ func (r *rollout) checkConsistent(v cdView) {
 		wantK, wantH = status.CurrentStatus, []string{"Healthy"}
 	case progressing != nil && progressing.Status == metav1.ConditionTrue:
 		wantK, wantH = status.InProgressStatus, []string{"Progressing", "Suspended"}
-		if twd.Spec.Rollout.Strategy != v1alpha1.StrategyManual || progressing.Reason != v1alpha1.ReasonWaitingForPromotion {
+		if progressing.Reason == v1alpha1.ReasonPaused {
+			wantH = []string{"Suspended"}
+		} else if twd.Spec.Rollout.Strategy != v1alpha1.StrategyManual || progressing.Reason != v1alpha1.ReasonWaitingForPromotion {
 			wantH = []string{"Progressing"}
 		}
 	default:
@@ -312,27 +314,27 @@ func TestCDToolsFollowARollout(t *testing.T) {
 	r.requireActions(ramping, "abort", "pause", "promote-full", "promote-step")
 	r.record("ramping", ramping)
 
-	// pause: Manual holds the ramp; Argo CD shows Suspended.
+	// pause: spec.rollout.paused holds the ramp; Argo CD shows Suspended.
 	r.runAction("pause")
 	paused := r.waitView(time.Minute, "paused: Suspended", func(v cdView) bool { return v.health.Status == "Suspended" })
-	if paused.kstatus != status.InProgressStatus {
+	if paused.kstatus != status.InProgressStatus || !strings.Contains(paused.health.Message, v1alpha1.ReasonPaused) {
 		t.Fatalf("paused: %s", paused)
 	}
-	r.requireActions(paused, "promote-full", "resume")
+	r.requireActions(paused, "abort", "promote-full", "resume")
 	r.record("paused", paused)
 	time.Sleep(3 * time.Second)
 	if cur, ramp, pct := r.routing(); cur != v1 || ramp != v2 || pct != 25 {
 		t.Fatalf("paused, routing is current=%s ramping=%s %g%%, want %s and %s at 25%%", cur, ramp, pct, v1, v2)
 	}
 
-	// resume: back to Progressive, still at the first step.
+	// resume: ramping again, still at the first step.
 	r.runAction("resume")
 	resumed := r.waitView(time.Minute, "resumed: ramping again", func(v cdView) bool {
 		got := r.Get()
 		return v.health.Status == "Progressing" && rampsAt(got, v2, 25) && hasCondition(got, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonRamping)
 	})
-	if got := r.Get(); got.Spec.Rollout.Strategy != v1alpha1.StrategyProgressive || got.Annotations[argocd.AnnotationPausedStrategy] != "" {
-		t.Fatalf("after resume: strategy %s, annotations %v", got.Spec.Rollout.Strategy, got.Annotations)
+	if got := r.Get(); got.Spec.Rollout.Strategy != v1alpha1.StrategyProgressive || got.Spec.Rollout.Paused {
+		t.Fatalf("after resume: strategy %s, paused %v", got.Spec.Rollout.Strategy, got.Spec.Rollout.Paused)
 	}
 	r.requireActions(resumed, "abort", "pause", "promote-full", "promote-step")
 

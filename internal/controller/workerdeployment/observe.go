@@ -339,6 +339,7 @@ func plannerSpec(twd *v1alpha1.TemporalWorkerDeployment, target string, maxVersi
 		TemplateHash:     buildid.TemplateHash(&twd.Spec.Template),
 		GeneratedBuildID: buildid.Generate(&twd.Spec.Template),
 		Drain:            drainSpec(twd),
+		Paused:           twd.Spec.Rollout.Paused,
 	}
 	if s.Strategy == "" {
 		s.Strategy = v1alpha1.StrategyAllAtOnce

@@ -6,8 +6,10 @@
 --   Degraded     blocked: Stalled=True, or Progressing=False with a reason
 --                other than RolloutComplete (a failed gate, a missing
 --                connection, Temporal unreachable, another manager, ...)
---   Suspended    waiting for a person: the strategy is Manual (in git, or
---                set by the pause action) and the target waits for promotion
+--   Suspended    waiting for a person: spec.rollout.paused holds the rollout
+--                (Progressing reason Paused), or the strategy is Manual (in
+--                git, or set by an older pause action) and the target waits
+--                for promotion
 --   Progressing  everything else: no status yet, a spec the controller has
 --                not observed yet, workers starting, a gate running, a ramp
 --
@@ -67,6 +69,10 @@ end
 
 if progressing == nil or progressing.status ~= "True" then
   return {status = "Progressing", message = "waiting for the Progressing condition of this generation"}
+end
+
+if progressing.reason == "Paused" then
+  return {status = "Suspended", message = text(progressing)}
 end
 
 local strategy = "AllAtOnce"

@@ -1,7 +1,7 @@
 -- promote-full: make the target current now, skipping the remaining ramp
 -- steps. Switches spec.rollout.strategy to AllAtOnce (from Progressive, or
--- from a pause of the pause action, whose annotation it removes). A gate
--- still has to pass first.
+-- from a pause, which it ends: spec.rollout.paused false, or the annotation
+-- of an older pause action removed). A gate still has to pass first.
 
 local PAUSED = "argocd.temporal.io/paused-strategy"
 
@@ -15,8 +15,9 @@ local strategy = "AllAtOnce"
 if rollout ~= nil and rollout.strategy ~= nil then
   strategy = rollout.strategy
 end
+local pausedField = rollout ~= nil and rollout.paused == true
 local paused = strategy == "Manual" and (pausedFrom == "Progressive" or pausedFrom == "AllAtOnce")
-if strategy ~= "Progressive" and not paused then
+if strategy ~= "Progressive" and not paused and not (pausedField and strategy == "AllAtOnce") then
   error("promote-full works on a Progressive rollout or one paused by the pause action; " ..
     "under Manual, promote in Temporal (temporal worker deployment set-current-version)")
 end
@@ -24,6 +25,9 @@ if obj.metadata.deletionTimestamp ~= nil then
   error("the TemporalWorkerDeployment is being deleted")
 end
 rollout.strategy = "AllAtOnce"
+if pausedField then
+  rollout.paused = false
+end
 if paused then
   annotations[PAUSED] = nil
   -- Argo CD turns an empty table into an empty list and then keeps the old

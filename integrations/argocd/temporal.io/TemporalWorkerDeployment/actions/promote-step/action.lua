@@ -8,6 +8,9 @@ local st = obj.status
 if rollout == nil or rollout.strategy ~= "Progressive" then
   error("promote-step needs spec.rollout.strategy Progressive")
 end
+if rollout.paused == true then
+  error("spec.rollout.paused is true: resume first, or promote-full")
+end
 if st == nil or st.observedGeneration ~= obj.metadata.generation then
   error("the controller has not observed the latest spec yet; try again in a moment")
 end
