@@ -112,3 +112,22 @@ func RoutingNeeds(deployment string, reads []Routing) []Need {
 	track("ramping", func(r Routing) string { return r.Ramping }, func(r Routing) time.Time { return r.RampingSince })
 	return out
 }
+
+// EndAtDeactivation ends each routing need at its version's last
+// deactivation as Temporal recorded it (activations, by version), when
+// that comes first. A routing state between two reads is missed, and the
+// span before it then runs to the next change the reads saw: a version
+// current until v2 took over, unseen, would seem current until v3 did.
+// The last deactivation is no earlier than the end of any of the
+// version's spans before it, so this never hides a real need.
+func EndAtDeactivation(needs []Need, activations map[Version]Need) []Need {
+	out := slices.Clone(needs)
+	for i, n := range out {
+		a, ok := activations[n.Version]
+		if !ok || a.To.IsZero() || a.To.Before(n.From) || (!n.To.IsZero() && !a.To.Before(n.To)) {
+			continue
+		}
+		out[i].To = a.To
+	}
+	return out
+}

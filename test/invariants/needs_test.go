@@ -61,3 +61,29 @@ func TestViolations(t *testing.T) {
 		}
 	}
 }
+
+// v1 was current until v2 took over at 12, which no read saw; the next
+// read shows v3 current since 25. Temporal's record of v1's last
+// deactivation (12) ends v1's span; a later deactivation ends nothing
+// early, and an earlier one (before the span) is of another activation.
+func TestEndAtDeactivation(t *testing.T) {
+	reads := []Routing{
+		{At: at(1), Current: "v1", CurrentSince: at(0)},
+		{At: at(30), Current: "v3", CurrentSince: at(25)},
+	}
+	v := func(b string) Version { return Version{"d", b} }
+	needs := RoutingNeeds("d", reads)
+	got := EndAtDeactivation(needs, map[Version]Need{v("v1"): {Version: v("v1"), From: at(0), To: at(12)}})
+	if !got[0].To.Equal(at(12)) || !needs[0].To.Equal(at(25)) {
+		t.Errorf("v1's span ends at %s (reads alone: %s), want 12 s in (25 s)", got[0].To.Sub(t0), needs[0].To.Sub(t0))
+	}
+	for name, deactivated := range map[string]time.Time{"later": at(40), "before the span": at(-5)} {
+		got := EndAtDeactivation(needs, map[Version]Need{v("v1"): {Version: v("v1"), To: deactivated}})
+		if !got[0].To.Equal(at(25)) {
+			t.Errorf("deactivation %s: v1's span ends at %s, want 25 s", name, got[0].To.Sub(t0))
+		}
+	}
+	if got := EndAtDeactivation(needs, nil); !got[1].To.IsZero() {
+		t.Errorf("v3's open span got an end: %s", got[1].To)
+	}
+}

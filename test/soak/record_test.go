@@ -90,7 +90,7 @@ func (l *routingLog) needs() []invariants.Need {
 	defer l.mu.Unlock()
 	var out []invariants.Need
 	for d, reads := range l.reads {
-		out = append(out, invariants.RoutingNeeds(d, reads)...)
+		out = append(out, invariants.EndAtDeactivation(invariants.RoutingNeeds(d, reads), l.spans)...)
 	}
 	for _, n := range l.spans {
 		out = append(out, n)
