@@ -174,6 +174,18 @@ func Of(spec *v1alpha1.TemporalWorkerDeploymentSpec) string {
 	return Generate(&spec.Template)
 }
 
+// Target is the build ID a TemporalWorkerDeployment targets: Of, except
+// that one converted from the incumbent keeps the build ID the incumbent
+// gave its template until that template changes. Going back to the same
+// template later targets that version again, as any rollback does.
+func Target(twd *v1alpha1.TemporalWorkerDeployment) string {
+	adopted, hash := twd.Annotations[v1alpha1.AnnotationAdoptedBuildID], twd.Annotations[v1alpha1.AnnotationAdoptedTemplateHash]
+	if adopted != "" && twd.Spec.WorkerOptions.CustomBuildID == "" && hash == TemplateHash(&twd.Spec.Template) {
+		return adopted
+	}
+	return Of(&twd.Spec)
+}
+
 // Generate returns the build ID for a template: "<tag>-<hash>".
 func Generate(tpl *corev1.PodTemplateSpec) string {
 	return readable(tpl) + "-" + TemplateHash(tpl)[:hashLength]

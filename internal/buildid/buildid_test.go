@@ -250,3 +250,34 @@ func TestDefaultedTemplateKeepsItsBuildID(t *testing.T) {
 		t.Error("protocol UDP hashed like the default TCP")
 	}
 }
+
+// TestTarget: an adopted build ID holds exactly while the template is the
+// one it was converted from, and a custom build ID always wins.
+func TestTarget(t *testing.T) {
+	converted := template("worker:v1")
+	hash := TemplateHash(converted)
+	adopted := map[string]string{v1alpha1.AnnotationAdoptedBuildID: "v1-b7c4", v1alpha1.AnnotationAdoptedTemplateHash: hash}
+	for _, tc := range []struct {
+		name        string
+		annotations map[string]string
+		image       string
+		custom      string
+		want        string
+	}{
+		{"not adopted", nil, "worker:v1", "", Generate(template("worker:v1"))},
+		{"adopted, same template", adopted, "worker:v1", "", "v1-b7c4"},
+		{"adopted, template changed", adopted, "worker:v2", "", Generate(template("worker:v2"))},
+		{"adopted, custom build ID", adopted, "worker:v1", "mine", "mine"},
+		{"adopted build ID without its hash", map[string]string{v1alpha1.AnnotationAdoptedBuildID: "v1-b7c4"}, "worker:v1", "", Generate(template("worker:v1"))},
+		{"hash without a build ID", map[string]string{v1alpha1.AnnotationAdoptedTemplateHash: hash}, "worker:v1", "", Generate(template("worker:v1"))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			twd := &v1alpha1.TemporalWorkerDeployment{ObjectMeta: metav1.ObjectMeta{Annotations: tc.annotations}}
+			twd.Spec.Template = *template(tc.image)
+			twd.Spec.WorkerOptions.CustomBuildID = tc.custom
+			if got := Target(twd); got != tc.want {
+				t.Errorf("Target = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

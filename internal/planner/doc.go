@@ -8,6 +8,11 @@
 //
 //   - A TWD that an older one outranks for its worker deployment (ClaimHolder)
 //     acts on nothing and reports WorkerDeploymentClaimed (in claim.go).
+//   - While the migrate command hands the incumbent's Deployments over
+//     (AdoptionPending) nothing is created, scaled, routed or deleted (in adoption.go).
+//   - The manager role is taken from the one identity the TWD names
+//     (TakeManagerFrom, the incumbent's), with an Event; that identity's
+//     routing counts as ours (in adoption.go, plan.go).
 //   - The target gets a Deployment (spec.replicas, or 1 for an autoscaler) once
 //     the connection resolves, unless the version limit leaves no room (in target.go).
 //   - A target Deployment running another template is updated in place; one

@@ -56,6 +56,9 @@ func violations(in Input, r Result) []error {
 		// It plans nothing, so the rules of what it plans do not apply.
 		return slices.Concat(claimViolations(in, r), readViolations(in))
 	}
+	if in.Spec.AdoptionPending && in.Deletion == nil {
+		return slices.Concat(adoptionViolations(in, r), readViolations(in))
+	}
 	return slices.Concat(safetyViolations(in, r), ownedViolations(in, r), autoscaleViolations(in, r), drainViolations(in, r), readViolations(in),
 		gateViolations(in, r), deadlineViolations(in, r), pausedViolations(in, r))
 }
@@ -220,7 +223,22 @@ func fuzzInput(data []byte) Input {
 		in.ClaimedBy = &Claimed{Holder: "other/w", Address: fuzzsrc.Pick(s, serverA.Address, ""), TemporalNamespace: "default"}
 	}
 	in.Spec.Paused = s.Intn(4) == 0
+	if s.Intn(10) == 0 {
+		in.Spec.TakeManagerFrom = "twc/temporal-system/uid"
+		if in.Temporal != nil && s.Bool() {
+			in.Temporal.ManagerIdentity = fuzzsrc.Pick(s, in.Spec.TakeManagerFrom, "twc/temporal-system/other-uid")
+		}
+	}
+	in.Spec.AdoptionPending = s.Intn(10) == 0
 	return in
+}
+
+// takesManagerRole: the plan must take the manager role from the identity
+// the TWD names (Input.Spec.TakeManagerFrom), and only from it.
+func takesManagerRole(in Input) bool {
+	ts := in.Temporal
+	return ts != nil && in.ClaimedBy == nil && in.Spec.TakeManagerFrom != "" && ts.ManagerIdentity == in.Spec.TakeManagerFrom &&
+		in.Spec.TakeManagerFrom != in.Identity && (!in.Spec.AdoptionPending || in.Deletion != nil)
 }
 
 // fuzzOwnDrainage is mostly a report of the version's draining episode,
@@ -304,7 +322,7 @@ func safetyViolations(in Input, r Result) []error {
 		}
 		return reportedDrained(v) || v.Status == inactive
 	}
-	otherManager := ts != nil && ts.ManagerIdentity != "" && ts.ManagerIdentity != in.Identity
+	otherManager := ts != nil && ts.ManagerIdentity != "" && ts.ManagerIdentity != in.Identity && !takesManagerRole(in)
 
 	if r.RequeueAfter <= 0 || r.RequeueAfter > time.Minute {
 		bad("RequeueAfter = %s, want in (0, 1m]", r.RequeueAfter)
@@ -451,7 +469,7 @@ func safetyViolations(in Input, r Result) []error {
 			bad("unknown routing op %q", rt.Op)
 		}
 	}
-	if want := r.Routing != nil && ts != nil && ts.ManagerIdentity == ""; r.BecomeManager != want {
+	if want := takesManagerRole(in) || (r.Routing != nil && ts != nil && ts.ManagerIdentity == ""); r.BecomeManager != want {
 		bad("BecomeManager = %v with routing %+v and manager %q", r.BecomeManager, r.Routing, ts.ManagerIdentity)
 	}
 
@@ -523,7 +541,7 @@ func deletionViolations(in Input, r Result) []error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	ts, del := in.Temporal, in.Deletion
-	otherManager := ts != nil && ts.ManagerIdentity != "" && ts.ManagerIdentity != in.Identity
+	otherManager := ts != nil && ts.ManagerIdentity != "" && ts.ManagerIdentity != in.Identity && !takesManagerRole(in)
 	deps := map[string]Deployment{}
 	for _, d := range in.Deployments {
 		if _, ok := deps[d.BuildID]; !ok {
@@ -558,8 +576,11 @@ func deletionViolations(in Input, r Result) []error {
 	if r.RequeueAfter <= 0 || r.RequeueAfter > time.Minute {
 		bad("RequeueAfter = %s, want in (0, 1m]", r.RequeueAfter)
 	}
-	if r.CreateDeployment != nil || r.UpdateDeployment != nil || r.StartGate != nil || r.BecomeManager || len(r.SyncDeployments) > 0 {
+	if r.CreateDeployment != nil || r.UpdateDeployment != nil || r.StartGate != nil || len(r.SyncDeployments) > 0 {
 		bad("a rollout action while deleting: %+v", r)
+	}
+	if r.BecomeManager != takesManagerRole(in) {
+		bad("deleting, BecomeManager = %v with manager %q and %q to take it from", r.BecomeManager, ts.ManagerIdentity, in.Spec.TakeManagerFrom)
 	}
 	if ts == nil && (r.Routing != nil || len(r.DeleteDeployments) > 0 || len(r.DeleteTemporalVersions) > 0 || r.DeleteWorkerDeployment) {
 		bad("Temporal unknown but deletion steps planned: %+v", r)

@@ -31,7 +31,16 @@ func decide(in Input) Result {
 		p.res.RequeueAfter = p.requeueAfter()
 		return p.res
 	}
+	if in.Spec.AdoptionPending && in.Deletion == nil {
+		prog := planAdoptionPending(v, p)
+		p.res.State = prog.state.exported()
+		p.res.Ready, p.res.Progressing = conditions(prog)
+		p.res.Versions = versions(v)
+		p.res.RequeueAfter = p.requeueAfter()
+		return p.res
+	}
 	if in.Deletion != nil {
+		takeManagerRole(v, p)
 		prog := planDeletion(v, p)
 		cancelStaleGate(v, p)
 		planOwned(v, p)
@@ -41,6 +50,7 @@ func decide(in Input) Result {
 		p.res.RequeueAfter = p.requeueAfter()
 		return p.res
 	}
+	takeManagerRole(v, p)
 	prog := awaitPropagation(v, p, planTarget(v, p))
 	planSunset(v, p)
 	drains := planDrain(v, p)
@@ -51,7 +61,7 @@ func decide(in Input) Result {
 		prog.message += oldServerNote(v)
 	}
 
-	if p.res.Routing != nil && v.temporal().ManagerIdentity == "" {
+	if p.res.Routing != nil && v.temporal().ManagerIdentity == "" && !p.res.BecomeManager {
 		p.res.BecomeManager = true
 		p.eventFirst(EventNormal, EventBecomeManager,
 			fmt.Sprintf("setting the manager identity of worker deployment %s to %q", v.deploymentName(), in.Identity))
@@ -162,13 +172,20 @@ func (v *view) getsWork(build string) bool {
 	return true
 }
 
-// otherManager is the identity that holds the worker deployment, if not us.
+// otherManager is the identity that holds the worker deployment, if not us
+// or the one whose role we take over.
 func (v *view) otherManager() string {
 	m := v.temporal().ManagerIdentity
-	if m == "" || m == v.in.Identity {
+	if m == "" || v.ours(m) {
 		return ""
 	}
 	return m
+}
+
+// ours: an identity whose routing writes are ours. The one we take the
+// manager role from counts: its ramp is the rollout we carry on.
+func (v *view) ours(identity string) bool {
+	return identity == v.in.Identity || (identity != "" && identity == v.in.Spec.TakeManagerFrom)
 }
 
 // canWriteRouting: Temporal is known and nobody else manages it.

@@ -135,7 +135,7 @@ func wasCurrent(v *view, build string) bool {
 // was someone else's, that person decided; we do not fight them.
 func externalModifier(v *view) string {
 	m := v.temporal().LastModifierIdentity
-	if m == "" || m == v.in.Identity {
+	if m == "" || v.ours(m) {
 		return ""
 	}
 	return m

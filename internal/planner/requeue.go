@@ -40,6 +40,9 @@ const (
 	// requeueClaimed: another TWD holds the worker deployment; its
 	// deletion or rename wakes this one (a watch), so this is a fallback.
 	requeueClaimed = time.Minute
+	// requeueAdoption: the migrate command removes the pending annotation,
+	// which wakes the TWD (a watch); this is a fallback.
+	requeueAdoption = time.Minute
 )
 
 // TemporalOutageBound: reads of a worker deployment that fail, other than

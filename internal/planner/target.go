@@ -152,7 +152,7 @@ func abortRollout(v *view, p *plan) progress {
 	msg := fmt.Sprintf("the rollout of version %s was aborted (annotation %s)", v.target, v1alpha1.AnnotationAbortRollout)
 	switch {
 	case t.RampingBuildID != v.target:
-	case t.LastModifierIdentity == v.in.Identity && v.canWriteRouting() && v.in.Spec.Strategy != v1alpha1.StrategyManual:
+	case v.ours(t.LastModifierIdentity) && v.canWriteRouting() && v.in.Spec.Strategy != v1alpha1.StrategyManual:
 		p.route(Routing{Op: RemoveRamp}, EventRemoveRamp, fmt.Sprintf("removing the ramp of version %s: its rollout was aborted", v.target))
 		msg += "; removing its ramp"
 	default:
@@ -359,7 +359,7 @@ func targetIsCurrent(v *view, p *plan) progress {
 	if other == "" || other == v.target {
 		return rolloutComplete(msg)
 	}
-	if t.LastModifierIdentity == v.in.Identity && v.canWriteRouting() && v.in.Spec.Strategy != v1alpha1.StrategyManual {
+	if v.ours(t.LastModifierIdentity) && v.canWriteRouting() && v.in.Spec.Strategy != v1alpha1.StrategyManual {
 		p.route(Routing{Op: RemoveRamp}, EventRemoveRamp, fmt.Sprintf("removing the ramp of version %s: version %s is the target and current", other, v.target))
 		return rolloutComplete(msg + fmt.Sprintf("; removing the ramp of version %s", other))
 	}

@@ -123,6 +123,12 @@ type Spec struct {
 	ProgressDeadlineAbort bool
 	// Paused holds routing that advances the rollout (spec.rollout.paused).
 	Paused bool
+	// AdoptionPending holds everything while the migrate command hands the
+	// incumbent's Deployments over (v1alpha1.AnnotationAdoptionPending).
+	AdoptionPending bool
+	// TakeManagerFrom is the one other manager identity whose role the
+	// controller takes (v1alpha1.AnnotationTakeManagerFrom); "" takes none.
+	TakeManagerFrom string
 }
 
 // Deployment is one versioned Kubernetes Deployment.
@@ -422,6 +428,7 @@ const (
 	EventScaleDown        = "ScaleDown"
 	EventDeleteDeployment = "DeleteDeployment"
 	EventBecomeManager    = "BecomeManager"
+	EventTakeManagerRole  = "TakeManagerRole"
 	EventPromote          = "Promote"
 	EventRamp             = "Ramp"
 	EventRemoveRamp       = "RemoveRamp"

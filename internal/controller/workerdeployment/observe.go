@@ -62,7 +62,7 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 	o := &observation{
 		twd:            twd,
 		deploymentName: twd.WorkerDeploymentName(),
-		targetBuildID:  buildid.Of(&twd.Spec),
+		targetBuildID:  buildid.Target(twd),
 		details:        map[string]temporal.VersionDetail{},
 		// The latest gate run stays in status unless this pass learns
 		// more, an outage included.
@@ -340,6 +340,8 @@ func plannerSpec(twd *v1alpha1.TemporalWorkerDeployment, target string, maxVersi
 		GeneratedBuildID: buildid.Generate(&twd.Spec.Template),
 		Drain:            drainSpec(twd),
 		Paused:           twd.Spec.Rollout.Paused,
+		AdoptionPending:  twd.Annotations[v1alpha1.AnnotationAdoptionPending] != "",
+		TakeManagerFrom:  twd.Annotations[v1alpha1.AnnotationTakeManagerFrom],
 	}
 	if s.Strategy == "" {
 		s.Strategy = v1alpha1.StrategyAllAtOnce
