@@ -69,6 +69,9 @@ type Target struct {
 	DeploymentUID          string
 	TemporalNamespace      string
 	TemporalDeploymentName string
+	// Selector, when set, are the labels that select the version's pods
+	// (an adopted Deployment's own); nil means the controller's.
+	Selector map[string]string
 }
 
 // Name is the name of the copy for one TWD, TWOR and build ID: at most 47

@@ -77,6 +77,14 @@ func TestRender(t *testing.T) {
 		object: `{"apiVersion":"v1","kind":"X","selector":{"matchLabels":null}}`,
 		want:   `{"apiVersion":"v1","kind":"X","selector":{"matchLabels":{"temporal.io/build-id":"v1","temporal.io/worker-deployment":"` + workload.WorkerLabel(long) + `"}}}`,
 	}, {
+		// An adopted Deployment keeps the incumbent's selector; a PDB of
+		// ours must select its pods by it.
+		name:   "matchLabels of an adopted Deployment are its own selector's",
+		target: &Target{WorkerDeployment: "orders", BuildID: "v1-b7c4", DeploymentName: "orders-v1-b7c4",
+			Selector: map[string]string{"temporal.io/deployment-name": "orders", "temporal.io/build-id": "v1-b7c4"}},
+		object: `{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","spec":{"selector":{"matchLabels":null}}}`,
+		want:   `{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","spec":{"selector":{"matchLabels":{"temporal.io/build-id":"v1-b7c4","temporal.io/deployment-name":"orders"}}}}`,
+	}, {
 		name:   "{} is a sentinel too",
 		object: `{"apiVersion":"example.com/v1","kind":"Scaler","spec":{"scaleTargetRef":{},"selector":{"matchLabels":{}}}}`,
 		want:   `{"apiVersion":"example.com/v1","kind":"Scaler","spec":{"scaleTargetRef":` + deployment + `,"selector":{"matchLabels":` + selector + `}}}`,

@@ -159,7 +159,11 @@ func (r *renderer) inject(key string) any {
 		return map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": r.target.DeploymentName}
 	case "matchLabels":
 		labels := map[string]any{}
-		for k, v := range workload.SelectorLabels(r.target.WorkerDeployment, r.target.BuildID) {
+		sel := r.target.Selector
+		if sel == nil {
+			sel = workload.SelectorLabels(r.target.WorkerDeployment, r.target.BuildID)
+		}
+		for k, v := range sel {
 			labels[k] = v
 		}
 		return labels

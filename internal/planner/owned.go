@@ -21,7 +21,7 @@ func ownedInput(in Input) owned.Input {
 		DeploymentName: in.DeploymentName, Resources: in.OwnedResources, BannedKinds: in.BannedKinds,
 	}
 	for _, d := range in.Deployments {
-		out.Deployments = append(out.Deployments, owned.Deployment{BuildID: d.BuildID, Name: d.Name, UID: d.UID, Running: Running(d)})
+		out.Deployments = append(out.Deployments, owned.Deployment{BuildID: d.BuildID, Name: d.Name, UID: d.UID, Running: Running(d), Selector: d.Selector})
 	}
 	return out
 }

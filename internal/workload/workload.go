@@ -159,6 +159,10 @@ func NewDeployment(twd *v1alpha1.TemporalWorkerDeployment, id Identity, conn Con
 func SetTemplate(d *appsv1.Deployment, twd *v1alpha1.TemporalWorkerDeployment, id Identity, conn Connection) {
 	tpl := *twd.Spec.Template.DeepCopy()
 	tpl.Labels = merge(tpl.Labels, SelectorLabels(twd.Name, id.BuildID))
+	if d.Spec.Selector != nil {
+		// An adopted Deployment keeps its maker's selector for life.
+		tpl.Labels = merge(tpl.Labels, d.Spec.Selector.MatchLabels)
+	}
 	ApplyConnection(&tpl, id, conn)
 	d.Spec.Template = tpl
 	applySettings(d, twd)
@@ -171,15 +175,26 @@ func SetTemplate(d *appsv1.Deployment, twd *v1alpha1.TemporalWorkerDeployment, i
 // namespaceID when known. It reports what changed. The build ID stays: the
 // workflow code did not change.
 func Sync(d *appsv1.Deployment, twd *v1alpha1.TemporalWorkerDeployment, id Identity, conn Connection, namespaceID string) (connectionChanged, settingsChanged bool) {
-	tpl := d.Spec.Template.DeepCopy()
-	ApplyConnection(tpl, id, conn)
-	connectionChanged = tpl.Annotations[AnnotationConnectionHash] != d.Spec.Template.Annotations[AnnotationConnectionHash]
-	d.Spec.Template = *tpl
+	if !Adopted(d) {
+		tpl := d.Spec.Template.DeepCopy()
+		ApplyConnection(tpl, id, conn)
+		connectionChanged = tpl.Annotations[AnnotationConnectionHash] != d.Spec.Template.Annotations[AnnotationConnectionHash]
+		d.Spec.Template = *tpl
+	}
 	settingsChanged = applySettings(d, twd)
 	if namespaceID != "" {
 		d.Annotations = merge(d.Annotations, map[string]string{AnnotationNamespaceID: namespaceID})
 	}
 	return connectionChanged, settingsChanged
+}
+
+// Adopted: another controller made d and the migrate command handed it over
+// (v1alpha1.AnnotationAdoptedFrom). Its pod template holds that controller's
+// injections, which differ from ours in order and form only: rewriting them
+// would restart every worker for nothing, so Sync leaves the template be.
+// A connection change reaches its workers through the next version.
+func Adopted(d *appsv1.Deployment) bool {
+	return d.Annotations[v1alpha1.AnnotationAdoptedFrom] != ""
 }
 
 // MarkTemplateChange records in updated, about to replace current, the

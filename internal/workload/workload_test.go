@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
@@ -356,5 +357,54 @@ func TestDeploymentSettings(t *testing.T) {
 	}
 	if ru := d.Spec.Strategy.RollingUpdate; ru.MaxSurge.String() != "25%" || ru.MaxUnavailable.String() != "25%" {
 		t.Errorf("strategy without spec = %+v, want Kubernetes' defaults", ru)
+	}
+}
+
+// incumbentDeployment is a Deployment as Temporal's worker controller makes
+// it: its own selector label, its injections after the user's env.
+func incumbentDeployment() *appsv1.Deployment {
+	selector := map[string]string{"temporal.io/deployment-name": "orders", LabelBuildID: "v1-b7c4"}
+	tpl := twd().Spec.Template.DeepCopy()
+	tpl.Labels = merge(tpl.Labels, selector)
+	tpl.Spec.Containers[0].Env = append(tpl.Spec.Containers[0].Env, corev1.EnvVar{Name: workerenv.Address, Value: "temporal:7233"})
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "orders-v1-b7c4", Annotations: map[string]string{v1alpha1.AnnotationAdoptedFrom: v1alpha1.IncumbentName}},
+		Spec:       appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: selector}, Template: *tpl},
+	}
+}
+
+// TestSyncLeavesAnAdoptedTemplate: rewriting the incumbent's injections in
+// our order and form would restart every adopted worker for nothing.
+func TestSyncLeavesAnAdoptedTemplate(t *testing.T) {
+	d := incumbentDeployment()
+	before := d.Spec.Template.DeepCopy()
+	w := twd()
+	w.Spec.MinReadySeconds = 7
+	conn, settings := Sync(d, w, id, Connection{Address: "temporal:7233"}, "ns-id")
+	if conn || !equality.Semantic.DeepEqual(*before, d.Spec.Template) {
+		t.Errorf("Sync changed an adopted pod template (connection changed %v):\n%+v\n%+v", conn, *before, d.Spec.Template)
+	}
+	if !settings || d.Spec.MinReadySeconds != 7 || d.Annotations[AnnotationNamespaceID] != "ns-id" {
+		t.Errorf("the Deployment's own settings were not synced: changed %v, minReadySeconds %d, annotations %v", settings, d.Spec.MinReadySeconds, d.Annotations)
+	}
+	// Without the mark the same Deployment is ours and gets our injections.
+	delete(d.Annotations, v1alpha1.AnnotationAdoptedFrom)
+	if conn, _ := Sync(d, w, id, Connection{Address: "temporal:7233"}, ""); !conn {
+		t.Error("a Deployment that is not adopted kept a template without our connection hash")
+	}
+}
+
+// TestInPlaceUpdateKeepsAnAdoptedSelector: a custom build ID's in-place
+// update of an adopted Deployment keeps the pod labels its selector needs,
+// or the API server would refuse the update.
+func TestInPlaceUpdateKeepsAnAdoptedSelector(t *testing.T) {
+	d := incumbentDeployment()
+	SetTemplate(d, twd(), id, Connection{Address: "temporal:7233"})
+	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+		t.Errorf("template labels %v do not match the kept selector %v", d.Spec.Template.Labels, d.Spec.Selector.MatchLabels)
 	}
 }

@@ -2,6 +2,7 @@ package workerdeployment
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -68,6 +69,7 @@ func plannerDeployment(d *appsv1.Deployment) planner.Deployment {
 		MigratedHash:  d.Spec.Template.Annotations[workload.AnnotationMigratedTemplateHash] != "",
 		Server:        planner.Server{Address: workload.Address(d), NamespaceID: d.Annotations[workload.AnnotationNamespaceID]},
 		CreatedAt:     d.CreationTimestamp.Time,
+		Selector:      foreignSelector(d),
 		ReadyReplicas: d.Status.ReadyReplicas,
 	}
 	for _, c := range d.Status.Conditions {
@@ -81,6 +83,19 @@ func plannerDeployment(d *appsv1.Deployment) planner.Deployment {
 		}
 	}
 	return pd
+}
+
+// foreignSelector is the Deployment's selector labels when they differ from
+// the ones the controller gives its own: an adopted one's.
+func foreignSelector(d *appsv1.Deployment) map[string]string {
+	if d.Spec.Selector == nil {
+		return nil
+	}
+	sel := d.Spec.Selector.MatchLabels
+	if maps.Equal(sel, workload.SelectorLabels(d.Labels[workload.LabelWorker], d.Labels[workload.LabelBuildID])) {
+		return nil
+	}
+	return maps.Clone(sel)
 }
 
 func replicasOf(d *appsv1.Deployment) int32 {

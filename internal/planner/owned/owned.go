@@ -138,6 +138,7 @@ func (v *view) render(or Resource, d Deployment) (*unstructured.Unstructured, er
 		BuildID:                d.BuildID,
 		DeploymentName:         d.Name,
 		DeploymentUID:          d.UID,
+		Selector:               d.Selector,
 		TemporalNamespace:      v.in.TemporalNamespace,
 		TemporalDeploymentName: v.in.DeploymentName,
 	})

@@ -37,6 +37,9 @@ type Deployment struct {
 	// Running: its version keeps workers (the planner's call: any
 	// Deployment but those it scaled to zero at sunset).
 	Running bool
+	// Selector is its pod selector's labels when it is not ours (an
+	// adopted Deployment keeps its maker's); nil means ours.
+	Selector map[string]string
 }
 
 // Result is the owned resources' part of a plan.
