@@ -95,6 +95,7 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		p.action("resume NAME", "Go on with a paused rollout", Resume),
 		p.action("abort NAME", "Stop the rollout of the target: new workflows stay on the current version", Abort),
 		p.action("retry NAME", "Take an aborted rollout up again", Retry),
+		p.migrateCommand(),
 	)
 	return root
 }

@@ -79,7 +79,7 @@ func TestRender(t *testing.T) {
 	}, {
 		// An adopted Deployment keeps the incumbent's selector; a PDB of
 		// ours must select its pods by it.
-		name:   "matchLabels of an adopted Deployment are its own selector's",
+		name: "matchLabels of an adopted Deployment are its own selector's",
 		target: &Target{WorkerDeployment: "orders", BuildID: "v1-b7c4", DeploymentName: "orders-v1-b7c4",
 			Selector: map[string]string{"temporal.io/deployment-name": "orders", "temporal.io/build-id": "v1-b7c4"}},
 		object: `{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","spec":{"selector":{"matchLabels":null}}}`,
