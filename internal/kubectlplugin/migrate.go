@@ -12,7 +12,7 @@ import (
 // (docs/migration-from-twc.md).
 func (p *plugin) migrateCommand() *cobra.Command {
 	var o migrate.Options
-	var dryRun, all bool
+	var dryRun, all, back bool
 	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Switch from Temporal's worker controller: convert its objects and hand its running Deployments to Rainbow without a restart",
@@ -33,6 +33,9 @@ func (p *plugin) migrateCommand() *cobra.Command {
 				return err
 			}
 			plan := migrate.PlanSwitch(s)
+			if back {
+				plan = migrate.PlanBack(s)
+			}
 			if p.output != "" {
 				return p.print(plan.Manifests())
 			}
@@ -44,7 +47,7 @@ func (p *plugin) migrateCommand() *cobra.Command {
 				fmt.Fprintf(out, "note: %s\n", n)
 			}
 			if len(plan.Steps) == 0 && len(plan.Refusals) == 0 {
-				fmt.Fprintln(out, "nothing to switch: no object of Temporal's worker controller in scope")
+				fmt.Fprintln(out, "nothing to switch in scope")
 				return nil
 			}
 			if dryRun || len(plan.Refusals) > 0 {
@@ -60,6 +63,7 @@ func (p *plugin) migrateCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print every step and change nothing")
+	cmd.Flags().BoolVar(&back, "back", false, "the way back: Rainbow's objects to the worker controller's, its Deployments handed back, without a restart")
 	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "switch every namespace")
 	cmd.Flags().StringVar(&o.IncumbentIdentity, "incumbent-identity", "",
 		"the worker controller's Temporal identity to take the manager role from, where a WorkerDeployment's status.managerIdentity is empty")

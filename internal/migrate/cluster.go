@@ -150,6 +150,35 @@ func act(ctx context.Context, c client.Client, s Step) error {
 		return deleteIncumbent(ctx, c, KindWorkerDeployment, s, metav1.DeletePropagationOrphan)
 	case RetireConnection:
 		return deleteIncumbent(ctx, c, KindConnection, s, metav1.DeletePropagationOrphan)
+	case HoldWorker:
+		patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:"true"}}}`, v1alpha1.AnnotationAdoptionPending))
+		twd := &v1alpha1.TemporalWorkerDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name}}
+		return c.Patch(ctx, twd, client.RawPatch(types.MergePatchType, patch))
+	case CreateIncumbentConn, CreateIncumbent:
+		return ignoreExists(c.Create(ctx, s.Incumbent.DeepCopy()))
+	case ReturnDeployment:
+		return returnDeployment(ctx, c, s)
+	case ReturnOwned:
+		return returnOwned(ctx, c, s)
+	case RetireTWD:
+		var twd v1alpha1.TemporalWorkerDeployment
+		if err := c.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Name}, &twd); apierrors.IsNotFound(err) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		var deps appsv1.DeploymentList
+		if err := c.List(ctx, &deps, client.InNamespace(s.Namespace)); err != nil {
+			return err
+		}
+		for _, d := range deps.Items {
+			if ref := metav1.GetControllerOf(&d); ref != nil && ref.UID == twd.UID {
+				return fmt.Errorf("TemporalWorkerDeployment %s still controls Deployment %s; it is not removed", s.Name, d.Name)
+			}
+		}
+		return removeWithoutCleanup(ctx, c, &twd, s, metav1.DeletePropagationBackground)
+	case RetireTConn:
+		return removeWithoutCleanup(ctx, c, &v1alpha1.TemporalConnection{}, s, metav1.DeletePropagationBackground)
 	case FinishAdoption:
 		patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, v1alpha1.AnnotationAdoptionPending))
 		twd := &v1alpha1.TemporalWorkerDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name}}
@@ -216,27 +245,33 @@ func adoptDeployment(ctx context.Context, c client.Client, s Step) error {
 }
 
 // deleteIncumbent removes one of the incumbent's objects without its
-// controller's clean-up: its finalizers go, then it is deleted, only if it
-// is still the object planned (its UID).
+// controller's clean-up.
 func deleteIncumbent(ctx context.Context, c client.Client, kind string, s Step, propagation metav1.DeletionPropagation) error {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(kind))
-	if err := c.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Name}, u); apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+	return removeWithoutCleanup(ctx, c, u, s, propagation)
+}
+
+// removeWithoutCleanup deletes obj (s's namespace and name) after taking
+// its finalizers away, so that no controller's clean-up runs, and only if
+// it is still the object planned (its UID).
+func removeWithoutCleanup(ctx context.Context, c client.Client, obj client.Object, s Step, propagation metav1.DeletionPropagation) error {
+	if err := c.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Name}, obj); apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 		return nil
 	} else if err != nil {
 		return err
 	}
-	if string(u.GetUID()) != s.IncumbentUID {
-		return fmt.Errorf("%s %s was replaced since the plan (another UID); not removing it", kind, s.Name)
+	if string(obj.GetUID()) != s.IncumbentUID {
+		return fmt.Errorf("%s was replaced since the plan (another UID); not removing it", s.Name)
 	}
-	if len(u.GetFinalizers()) > 0 {
-		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": nil, "resourceVersion": u.GetResourceVersion()}})
-		if err := c.Patch(ctx, u, client.RawPatch(types.MergePatchType, patch)); err != nil {
+	if len(obj.GetFinalizers()) > 0 {
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": nil, "resourceVersion": obj.GetResourceVersion()}})
+		if err := c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
 			return err
 		}
 	}
-	uid := u.GetUID()
-	err := c.Delete(ctx, u, client.PropagationPolicy(propagation), client.Preconditions{UID: &uid})
+	uid := obj.GetUID()
+	err := c.Delete(ctx, obj, client.PropagationPolicy(propagation), client.Preconditions{UID: &uid})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -248,4 +283,68 @@ func ignoreExists(err error) error {
 		return nil
 	}
 	return err
+}
+
+// returnDeployment hands a Deployment to the WorkerDeployment of the TWD's
+// name: the controller reference, and Rainbow's worker label and adopted
+// mark go. Nothing under spec changes.
+func returnDeployment(ctx context.Context, c client.Client, s Step) error {
+	wd := &unstructured.Unstructured{}
+	wd.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(KindWorkerDeployment))
+	if err := c.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Worker}, wd); err != nil {
+		return err
+	}
+	var d appsv1.Deployment
+	if err := c.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Name}, &d); err != nil {
+		return err
+	}
+	ref := metav1.GetControllerOf(&d)
+	switch {
+	case ref != nil && ref.UID == wd.GetUID():
+		return nil
+	case ref == nil || ref.Kind != "TemporalWorkerDeployment" || ref.Name != s.Worker:
+		return fmt.Errorf("Deployment %s is no longer controlled by TemporalWorkerDeployment %s; not handing it back", d.Name, s.Worker)
+	}
+	refs := slices.DeleteFunc(d.OwnerReferences, func(r metav1.OwnerReference) bool { return r.Controller != nil && *r.Controller })
+	d.OwnerReferences = append(refs, metav1.OwnerReference{
+		APIVersion: v1alpha1.GroupVersion.String(), Kind: KindWorkerDeployment, Name: wd.GetName(), UID: wd.GetUID(),
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+	})
+	delete(d.Labels, workload.LabelWorker)
+	delete(d.Annotations, v1alpha1.AnnotationAdoptedFrom)
+	return c.Update(ctx, &d)
+}
+
+// returnOwned deletes Rainbow's copies of a TWOR (owned by the versioned
+// Deployments, which stay, so nothing else would collect them), then the
+// TWOR without its clean-up, and creates the WorkerResourceTemplate.
+func returnOwned(ctx context.Context, c client.Client, s Step) error {
+	var twor v1alpha1.TemporalWorkerOwnedResource
+	err := c.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Name}, &twor)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return err
+	default:
+		for _, v := range twor.Status.Versions {
+			if v.ResourceName == "" || v.Kind == "" {
+				continue
+			}
+			copyObj := &unstructured.Unstructured{}
+			copyObj.SetAPIVersion(v.APIVersion)
+			copyObj.SetKind(v.Kind)
+			copyObj.SetNamespace(s.Namespace)
+			copyObj.SetName(v.ResourceName)
+			if err := c.Delete(ctx, copyObj); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("delete Rainbow's copy %s %s: %w", v.Kind, v.ResourceName, err)
+			}
+		}
+		if err := removeWithoutCleanup(ctx, c, &twor, s, metav1.DeletePropagationBackground); err != nil {
+			return err
+		}
+	}
+	if s.Incumbent == nil {
+		return nil
+	}
+	return ignoreExists(c.Create(ctx, s.Incumbent.DeepCopy()))
 }

@@ -86,6 +86,8 @@ type Step struct {
 	Connection *v1alpha1.TemporalConnection
 	TWD        *v1alpha1.TemporalWorkerDeployment
 	TWOR       *v1alpha1.TemporalWorkerOwnedResource
+	// Incumbent is the worker controller's object to create (the way back).
+	Incumbent *unstructured.Unstructured
 	// IncumbentUID is the incumbent object's UID: a step never acts on an
 	// object of the same name made since the plan.
 	IncumbentUID string
@@ -344,6 +346,8 @@ func (p Plan) Manifests() []any {
 			out = append(out, twd)
 		case s.TWOR != nil:
 			out = append(out, s.TWOR)
+		case s.Incumbent != nil:
+			out = append(out, s.Incumbent.Object)
 		}
 	}
 	return out
