@@ -103,7 +103,10 @@ func BackOwned(twor *v1alpha1.TemporalWorkerOwnedResource) (*unstructured.Unstru
 	if err := c.move("object", "template"); err != nil {
 		return nil, nil, err
 	}
-	if raw := string(twor.Spec.Object.Raw); strings.Contains(raw, "{{") {
+	if tpl, ok := c.spec["template"].(map[string]any); ok {
+		dropMetricLabels(tpl)
+	}
+	if raw, _ := json.Marshal(c.spec["template"]); strings.Contains(string(raw), "{{") {
 		return nil, nil, fmt.Errorf("%s: spec.object holds template values ({{ ... }}) that only Rainbow fills in; write the worker controller's form by hand", c.object)
 	}
 	u.SetNamespace(twor.Namespace)
@@ -240,4 +243,22 @@ func PlanBack(s Snapshot) Plan {
 		"takes the role only when it is empty: once this is done, unset it with your Temporal credentials (temporal worker deployment manager-identity unset --deployment-name <namespace>/<name>), then start the worker controller"})
 	slices.SortStableFunc(p.Steps, func(a, b Step) int { return slices.Index(backOrder, a.Kind) - slices.Index(backOrder, b.Kind) })
 	return p
+}
+
+// dropMetricLabels takes out of an HPA's external metric selectors the
+// labels the worker controller adds itself (and refuses to find there),
+// which the conversion wrote out.
+func dropMetricLabels(obj map[string]any) {
+	if kind, _ := obj["kind"].(string); kind != "HorizontalPodAutoscaler" {
+		return
+	}
+	metrics, _ := get(obj, "spec.metrics")
+	list, _ := metrics.([]any)
+	for _, m := range list {
+		labels, _ := get(asMap(m), "external.metric.selector.matchLabels")
+		l := asMap(labels)
+		for _, k := range []string{metricLabelDeployment, metricLabelBuildID, metricLabelNamespace} {
+			delete(l, k)
+		}
+	}
 }
