@@ -347,9 +347,10 @@ func TestMigrateFromTheWorkerController(t *testing.T) {
 	v3 := r.SetImage("v3")
 	r.WaitCurrent(3*time.Minute, v3)
 	r.Eventually(4*time.Minute, "the incumbent's versions scaled down and deleted", func() (bool, string) {
-		twd := r.Get()
+		// The Deployment first: status read after it is at least as new.
 		for _, b := range []string{v1, v2} {
 			if d := r.deployment(b); d != nil {
+				twd := r.Get()
 				if ptr.Deref(d.Spec.Replicas, 1) == 0 && !slices.Contains([]v1alpha1.VersionStatus{v1alpha1.VersionDrained, v1alpha1.VersionInactive}, versionStatus(twd, b)) {
 					t.Fatalf("version %s was scaled down while %q: %s", b, versionStatus(twd, b), describe(twd))
 				}
@@ -358,6 +359,51 @@ func TestMigrateFromTheWorkerController(t *testing.T) {
 		}
 		return true, ""
 	})
+
+	// The way back: the worker controller's objects again, the running
+	// version handed to them, Rainbow's objects gone, no pod restarted,
+	// routing untouched.
+	pods[v3] = r.podUIDs(v3)
+	d3 := r.deployment(v3)
+	before = routingInfo(t, r)
+	if out := plugin("migrate", "--back", "--dry-run"); !strings.Contains(out, "hand Deployment "+tt.Namespace+"/"+d3.Name+" (build ID "+v3+") to WorkerDeployment") ||
+		!strings.Contains(out, "manager-identity unset") {
+		t.Fatalf("the dry run of the way back does not say what it does")
+	}
+	plugin("migrate", "--back")
+	wd := &unstructured.Unstructured{}
+	wd.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(migrate.KindWorkerDeployment))
+	if err := r.Env.Kube.Get(ctx, types.NamespacedName{Namespace: tt.Namespace, Name: name}, wd); err != nil {
+		t.Fatalf("no WorkerDeployment after the way back: %v", err)
+	}
+	if img, _, _ := unstructured.NestedSlice(wd.Object, "spec", "template", "spec", "containers"); len(img) != 1 || img[0].(map[string]any)["image"] != harness.DemoImage("v3") {
+		t.Fatalf("the WorkerDeployment's template is not the running one: %v", img)
+	}
+	r.Eventually(time.Minute, "Rainbow's objects gone", func() (bool, string) {
+		_, err := r.Read()
+		var twor v1alpha1.TemporalWorkerOwnedResource
+		terr := r.Env.Kube.Get(ctx, types.NamespacedName{Namespace: tt.Namespace, Name: "hpa"}, &twor)
+		return apierrors.IsNotFound(err) && apierrors.IsNotFound(terr), fmt.Sprintf("TWD: %v, TWOR: %v", err, terr)
+	})
+	d3 = r.deployment(v3)
+	if ref := metav1.GetControllerOf(d3); ref == nil || ref.Kind != migrate.KindWorkerDeployment || ref.UID != wd.GetUID() {
+		t.Fatalf("Deployment %s is controlled by %+v, want the WorkerDeployment", d3.Name, ref)
+	}
+	var hpas autoscalingv2.HorizontalPodAutoscalerList
+	if err := r.Env.Kube.List(ctx, &hpas, crclient.InNamespace(tt.Namespace)); err != nil || len(hpas.Items) != 0 {
+		t.Fatalf("Rainbow's HPA copies are left (%v): %d", err, len(hpas.Items))
+	}
+	tmpl := &unstructured.Unstructured{}
+	tmpl.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(migrate.KindWorkerResourceTemplate))
+	if err := r.Env.Kube.Get(ctx, types.NamespacedName{Namespace: tt.Namespace, Name: "hpa"}, tmpl); err != nil {
+		t.Fatalf("no WorkerResourceTemplate after the way back: %v", err)
+	}
+	// Long enough for a Rainbow that still acted to show it.
+	time.Sleep(3 * time.Second)
+	checkSamePods("after the way back", v3)
+	if after := routingInfo(t, r); after != before {
+		t.Fatalf("routing changed with the way back:\nbefore %s\nafter  %s", before, after)
+	}
 }
 
 // routingInfo is what Temporal's routing says, with when it last changed.
