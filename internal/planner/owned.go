@@ -1,6 +1,10 @@
 package planner
 
-import "github.com/rainbow-deploy/rainbow/internal/planner/owned"
+import (
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/rainbow-deploy/rainbow/internal/planner/owned"
+)
 
 // The owned-resource rules live in package owned; these are the names
 // Input, Result and the executor use for its types.
@@ -21,7 +25,7 @@ func ownedInput(in Input) owned.Input {
 		DeploymentName: in.DeploymentName, Resources: in.OwnedResources, BannedKinds: in.BannedKinds,
 	}
 	for _, d := range in.Deployments {
-		out.Deployments = append(out.Deployments, owned.Deployment{BuildID: d.BuildID, Name: d.Name, UID: d.UID, Running: Running(d), Selector: d.Selector})
+		out.Deployments = append(out.Deployments, owned.Deployment{BuildID: d.BuildID, Name: d.Name, UID: d.UID, Running: Running(d), Selector: selectorLabels(d.Selector)})
 	}
 	return out
 }
@@ -43,3 +47,15 @@ func DeleteRefusal(in Input, ownedName string, c OwnedCopy, o ObservedObject) er
 // autoscaled: an owned resource puts an autoscaler on every version
 // (owned.Autoscaled).
 func (v *view) autoscaled() bool { return owned.Autoscaled(v.in.OwnedResources) }
+
+// selectorLabels parses Deployment.Selector; nil when it is empty (ours).
+func selectorLabels(s string) map[string]string {
+	if s == "" {
+		return nil
+	}
+	m, err := labels.ConvertSelectorToLabelsMap(s)
+	if err != nil {
+		return nil
+	}
+	return m
+}

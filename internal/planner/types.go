@@ -148,10 +148,11 @@ type Deployment struct {
 	// TemplateHash is the pod template hash it runs (an annotation); empty
 	// for a Deployment made before hashes were recorded.
 	TemplateHash string
-	// Selector is its pod selector's labels when they are not the ones
-	// the controller gives its own Deployments: an adopted Deployment
-	// keeps its maker's selector for life. Nil otherwise.
-	Selector map[string]string
+	// Selector is its pod selector's labels ("k=v,k=v") when they are not
+	// the ones the controller gives its own Deployments: an adopted
+	// Deployment keeps its maker's selector for life. Empty otherwise. A
+	// string keeps Deployment comparable.
+	Selector string
 	// MigratedHash: it records the template hash of the tool users migrate
 	// from (temporal.io/pod-template-spec-hash), another algorithm than
 	// ours, so it was made from a known template but cannot be compared.

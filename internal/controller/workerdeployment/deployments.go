@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
@@ -87,15 +88,15 @@ func plannerDeployment(d *appsv1.Deployment) planner.Deployment {
 
 // foreignSelector is the Deployment's selector labels when they differ from
 // the ones the controller gives its own: an adopted one's.
-func foreignSelector(d *appsv1.Deployment) map[string]string {
+func foreignSelector(d *appsv1.Deployment) string {
 	if d.Spec.Selector == nil {
-		return nil
+		return ""
 	}
 	sel := d.Spec.Selector.MatchLabels
 	if maps.Equal(sel, workload.SelectorLabels(d.Labels[workload.LabelWorker], d.Labels[workload.LabelBuildID])) {
-		return nil
+		return ""
 	}
-	return maps.Clone(sel)
+	return labels.SelectorFromSet(sel).String()
 }
 
 func replicasOf(d *appsv1.Deployment) int32 {

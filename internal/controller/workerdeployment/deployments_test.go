@@ -1,6 +1,8 @@
 package workerdeployment
 
 import (
+	"k8s.io/apimachinery/pkg/labels"
+	"maps"
 	"testing"
 	"time"
 
@@ -63,5 +65,22 @@ func TestPlannerDeploymentScaledDownAt(t *testing.T) {
 	d.Spec.Replicas = ptr.To[int32](1)
 	if pd := plannerDeployment(d); pd.ScaledDownAt != nil {
 		t.Fatalf("ScaledDownAt kept while running: %+v", pd)
+	}
+}
+
+// TestForeignSelector: only an adopted Deployment's own selector is passed
+// on, and it comes back whole for the owned copies.
+func TestForeignSelector(t *testing.T) {
+	ours := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Labels: workload.SelectorLabels("orders", "v1")},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: workload.SelectorLabels("orders", "v1")}}}
+	if got := foreignSelector(ours); got != "" {
+		t.Errorf("our own Deployment's selector passed on: %q", got)
+	}
+	theirs := map[string]string{"temporal.io/deployment-name": "orders", workload.LabelBuildID: "v1"}
+	adopted := ours.DeepCopy()
+	adopted.Spec.Selector.MatchLabels = theirs
+	got := foreignSelector(adopted)
+	if m, err := labels.ConvertSelectorToLabelsMap(got); err != nil || !maps.Equal(m, theirs) {
+		t.Errorf("adopted selector %q (%v), want %v", got, err, theirs)
 	}
 }
