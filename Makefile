@@ -39,7 +39,7 @@ demo-autoscaling: kube-bins bins ## The same environment, and an HPA per version
 # test/incluster runs the image under runc on this machine: only its own
 # platform is built (the other would cost a cold cross-compile of minutes).
 test: IMAGE_PLATFORMS = linux/$(shell go env GOARCH)
-test: kube-bins bins image runc $(HELM) $(HELM4) vet verify-generated ## Run every test: unit, integration (real control plane, Temporal, workers)
+test: kube-bins bins image runc promtool $(HELM) $(HELM4) vet verify-generated ## Run every test: unit, integration (real control plane, Temporal, workers)
 	go test $(GO_TEST_FLAGS) -timeout 60m ./...
 	cd dev/cmd/devenv && go test $(GO_TEST_FLAGS) -timeout 10m ./...
 
@@ -172,6 +172,19 @@ $(HELM4): hack/tools/helm4/go.mod hack/tools/helm4/go.sum
 runc: ## Install the OCI runtime runc from the distribution's packages (apt-get) if it is missing
 	@command -v runc >/dev/null || test -x /usr/sbin/runc || { echo ">> Installing runc: apt-get install -y runc"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq runc; }
+
+# test/observability checks and unit-tests the alerting rules with promtool,
+# from Debian's prometheus package. Its service must not start: where no
+# policy-rc.d exists, one refusing starts is in place during the install
+# (invoke-rc.d and deb-systemd-invoke obey it; without systemd nothing else
+# starts it), and where systemd runs the unit is disabled.
+.PHONY: promtool
+promtool: ## Install promtool from the distribution's prometheus package (apt-get) if it is missing, without starting Prometheus
+	@command -v promtool >/dev/null || { echo ">> Installing promtool: apt-get install -y prometheus (its service is not started)"; \
+	  made=; if [ ! -e /usr/sbin/policy-rc.d ]; then printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && made=1; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; rc=$$?; \
+	  [ -z "$$made" ] || rm -f /usr/sbin/policy-rc.d; \
+	  if [ -d /run/systemd/system ]; then systemctl disable --now prometheus >/dev/null 2>&1 || true; fi; exit $$rc; }
 
 ##@ Local environment
 

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -67,6 +68,12 @@ func TestProgressDeadlineFailsStuckRollouts(t *testing.T) {
 		if !hasCondition(got, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonProgressDeadlineExceeded) {
 			t.Fatalf("want Ready=False ProgressDeadlineExceeded: %s", describe(got))
 		}
+		// The alert RainbowRolloutStuck reads this series (docs/observability.md).
+		blocked := map[string]string{"namespace": r.Namespace, "name": r.Name, "reason": v1alpha1.ReasonProgressDeadlineExceeded}
+		r.Eventually(30*time.Second, "rainbow_rollout_blocked 1 with reason "+v1alpha1.ReasonProgressDeadlineExceeded, func() (bool, string) {
+			n, ok := metric(t, "rainbow_rollout_blocked", blocked)
+			return ok && n == 1, fmt.Sprintf("value %v, series %v", n, ok)
+		})
 		if cur, ramping, _ := r.routing(); cur != v1 || ramping != "" {
 			t.Fatalf("routing moved: current %q, ramping %q; want %s current and no ramp", cur, ramping, v1)
 		}
@@ -135,5 +142,9 @@ func TestProgressDeadlineFailsStuckRollouts(t *testing.T) {
 	requireComplete(t, r.WaitCurrent(2*time.Minute, v4))
 	r.waitView(time.Minute, "kstatus Current and Argo CD Healthy", func(v cdView) bool {
 		return v.kstatus == status.CurrentStatus && v.health.Status == "Healthy"
+	})
+	r.Eventually(30*time.Second, "no rainbow_rollout_blocked series once complete", func() (bool, string) {
+		n, ok := metric(t, "rainbow_rollout_blocked", map[string]string{"namespace": r.Namespace, "name": r.Name})
+		return !ok, fmt.Sprintf("value %v", n)
 	})
 }

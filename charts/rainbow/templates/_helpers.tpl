@@ -223,6 +223,12 @@ subjects:
 {{- if and .Values.metrics.serviceMonitor.enabled (not (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1")) }}
 {{- fail "metrics.serviceMonitor.enabled needs the Prometheus Operator's monitoring.coreos.com/v1 API in the cluster (with helm template, pass --api-versions monitoring.coreos.com/v1)" }}
 {{- end }}
+{{- if and .Values.metrics.prometheusRule.enabled (not .Values.metrics.enabled) }}
+{{- fail "metrics.prometheusRule.enabled needs metrics.enabled: its alerts read the controller's metrics" }}
+{{- end }}
+{{- if and .Values.metrics.prometheusRule.enabled (not (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1")) }}
+{{- fail "metrics.prometheusRule.enabled needs the Prometheus Operator's monitoring.coreos.com/v1 API in the cluster (with helm template, pass --api-versions monitoring.coreos.com/v1)" }}
+{{- end }}
 {{- if and .Values.webhook.certManager.enabled (not (.Capabilities.APIVersions.Has "cert-manager.io/v1")) }}
 {{- fail "webhook.certManager.enabled needs cert-manager's cert-manager.io/v1 API in the cluster (with helm template, pass --api-versions cert-manager.io/v1)" }}
 {{- end }}

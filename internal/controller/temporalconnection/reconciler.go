@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -58,9 +59,13 @@ type Prober interface {
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var conn v1alpha1.TemporalConnection
 	if err := r.Client.Get(ctx, req.NamespacedName, &conn); err != nil {
+		if apierrors.IsNotFound(err) {
+			reachable.DeleteLabelValues(req.Namespace, req.Name)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if !conn.DeletionTimestamp.IsZero() {
+		reachable.DeleteLabelValues(conn.Namespace, conn.Name)
 		return reconcile.Result{}, r.finalize(ctx, &conn)
 	}
 	if !controllerutil.ContainsFinalizer(&conn, Finalizer) {
@@ -72,6 +77,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	observeReachable(conn.Namespace, conn.Name, ready)
 	if err := r.setReady(ctx, &conn, ready, version); err != nil {
 		return reconcile.Result{}, err
 	}

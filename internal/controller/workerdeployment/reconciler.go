@@ -312,6 +312,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	r.watchRouting(o, res)
 
 	before := twd.Status.Conditions
+	prevStatus := versionStatuses(twd.Status)
 	status, shown := buildStatus(twd.Status, twd.Generation, res, out, taskQueues(o), now)
 	requeue := shown.RequeueAfter
 	if o.retryBusy > 0 {
@@ -339,7 +340,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	// Where a pass spends its time, for profiling (--zap-log-level=1).
 	logf.FromContext(ctx).V(1).Info("pass", "temporal", o.temporalSource(), "observed", observed, "acted", acted-observed,
 		"statusWritten", r.Clock.Since(now)-acted, "routed", out.routed != nil, "ready", shown.Ready.Reason, "requeueAfter", requeue)
-	observeRollout(&twd, before, shown, now)
+	observeRollout(&twd, before, prevStatus, shown, o.input.Temporal, now)
 	return reconcile.Result{RequeueAfter: sinceStart(requeue, r.Clock.Since(now)), Priority: nextPassPriority(shown, out)}, nil
 }
 
