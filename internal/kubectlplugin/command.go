@@ -209,11 +209,11 @@ func get(ctx context.Context, c client.Client, ns, name string) (*v1alpha1.Tempo
 func explain(err error, what string) error {
 	switch {
 	case apierrors.IsForbidden(err):
-		return fmt.Errorf("you may not %s: %v. Ask for the edit role in this namespace (it includes Rainbow's kinds)", what, err)
+		return fmt.Errorf("you may not %s: %w. Ask for the edit role in this namespace (it includes Rainbow's kinds)", what, err)
 	case apierrors.IsNotFound(err):
-		return fmt.Errorf("cannot %s: %v", what, err)
+		return fmt.Errorf("cannot %s: %w", what, err)
 	case apierrors.IsConflict(err), apierrors.IsInvalid(err):
-		return fmt.Errorf("cannot %s: %v (it changed meanwhile? run the command again)", what, err)
+		return fmt.Errorf("cannot %s: %w (it changed meanwhile? run the command again)", what, err)
 	}
 	return fmt.Errorf("cannot %s: %w", what, err)
 }

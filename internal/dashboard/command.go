@@ -1,0 +1,68 @@
+package dashboard
+
+import (
+	"fmt"
+	"net"
+	"os/exec"
+	"runtime"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+)
+
+// NewCommand is kubectl rainbow dashboard, on the plugin's kubeconfig flags.
+func NewCommand(flags *genericclioptions.ConfigFlags) *cobra.Command {
+	var address string
+	var open, all bool
+	cmd := &cobra.Command{
+		Use:   "dashboard",
+		Short: "Serve a live web page of the TemporalWorkerDeployments, with the actions as buttons",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := flags.ToRESTConfig()
+			if err != nil {
+				return err
+			}
+			ns := ""
+			if !all {
+				if ns, _, err = flags.ToRawKubeConfigLoader().Namespace(); err != nil {
+					return err
+				}
+			}
+			s, err := New(cmd.Context(), cfg, ns)
+			if err != nil {
+				return err
+			}
+			ln, err := net.Listen("tcp", address)
+			if err != nil {
+				return err
+			}
+			if tcp, ok := ln.Addr().(*net.TCPAddr); !ok || !tcp.IP.IsLoopback() {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s is not a loopback address: whoever reaches it sees what your kubeconfig may read\n", ln.Addr())
+			}
+			url := "http://" + ln.Addr().String() + "/"
+			fmt.Fprintf(cmd.OutOrStdout(), "Rainbow dashboard: %s (Ctrl-C stops it)\n", url)
+			if open {
+				if err := openBrowser(url); err != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "could not open a browser (%v): open %s yourself\n", err, url)
+				}
+			}
+			return s.Serve(cmd.Context(), ln)
+		},
+	}
+	cmd.Flags().StringVar(&address, "address", "127.0.0.1:0", "address to listen on (port 0 picks a free one)")
+	cmd.Flags().BoolVar(&open, "open", true, "open the page in the default browser")
+	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "every namespace, not only the kubeconfig's")
+	return cmd
+}
+
+func openBrowser(url string) error {
+	name, args := "xdg-open", []string{url}
+	switch runtime.GOOS {
+	case "darwin":
+		name = "open"
+	case "windows":
+		name, args = "rundll32", []string{"url.dll,FileProtocolHandler", url}
+	}
+	return exec.Command(name, args...).Start()
+}
