@@ -39,7 +39,7 @@ demo-autoscaling: kube-bins bins ## The same environment, and an HPA per version
 # test/incluster runs the image under runc on this machine: only its own
 # platform is built (the other would cost a cold cross-compile of minutes).
 test: IMAGE_PLATFORMS = linux/$(shell go env GOARCH)
-test: kube-bins bins image runc $(HELM) $(HELM4) vet verify-generated ## Run every test: unit, integration (real control plane, Temporal, workers)
+test: kube-bins bins image runc chromium $(HELM) $(HELM4) vet verify-generated ## Run every test: unit, integration (real control plane, Temporal, workers)
 	go test $(GO_TEST_FLAGS) -timeout 60m ./...
 	cd dev/cmd/devenv && go test $(GO_TEST_FLAGS) -timeout 10m ./...
 
@@ -172,6 +172,12 @@ $(HELM4): hack/tools/helm4/go.mod hack/tools/helm4/go.sum
 runc: ## Install the OCI runtime runc from the distribution's packages (apt-get) if it is missing
 	@command -v runc >/dev/null || test -x /usr/sbin/runc || { echo ">> Installing runc: apt-get install -y runc"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq runc; }
+
+# The dashboard's browser test drives Chromium's headless shell (docs/dashboard.md#tests).
+.PHONY: chromium
+chromium: ## Install Chromium's headless shell from the distribution's packages (apt-get) if it is missing
+	@command -v chromium-headless-shell >/dev/null || command -v chromium >/dev/null || { echo ">> Installing Chromium: apt-get install -y chromium-headless-shell"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium-headless-shell; }
 
 ##@ Local environment
 
