@@ -53,6 +53,18 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 		return fmt.Sprintf("%d%%", *p)
 	},
 	"lower": strings.ToLower,
+	"add":   func(a, b int) int { return a + b },
+	// readyClass colours Ready=False yellow while a rollout is on its way,
+	// red only when it is stuck, as the plugin does.
+	"readyClass": func(ready, reason string) string {
+		if ready == "False" && kubectlplugin.Moving(reason) {
+			return "ready-moving"
+		}
+		if ready == "" {
+			ready = "Unknown"
+		}
+		return "ready-" + strings.ToLower(ready)
+	},
 }).ParseFS(assets, "assets/*.html"))
 
 // Server serves the dashboard of one namespace ("" for all).
