@@ -2,8 +2,11 @@ package dashboard
 
 import (
 	"fmt"
+	"html"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 
 	"github.com/spf13/cobra"
@@ -40,14 +43,17 @@ func NewCommand(flags *genericclioptions.ConfigFlags) *cobra.Command {
 			if tcp, ok := ln.Addr().(*net.TCPAddr); !ok || !tcp.IP.IsLoopback() {
 				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s is not a loopback address: whoever reaches it sees what your kubeconfig may read\n", ln.Addr())
 			}
-			url := "http://" + ln.Addr().String() + "/"
+			key := NewKey()
+			url := SignInURL(ln, key)
 			fmt.Fprintf(cmd.OutOrStdout(), "Rainbow dashboard: %s (Ctrl-C stops it)\n", url)
 			if open {
-				if err := openBrowser(url); err != nil {
-					fmt.Fprintf(cmd.ErrOrStderr(), "could not open a browser (%v): open %s yourself\n", err, url)
+				dir, err := openBrowser(url)
+				if err != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "could not open a browser (%v): open the address above yourself\n", err)
 				}
+				defer os.RemoveAll(dir)
 			}
-			return s.Serve(cmd.Context(), ln)
+			return s.Serve(cmd.Context(), ln, key)
 		},
 	}
 	cmd.Flags().StringVar(&address, "address", "127.0.0.1:0", "address to listen on (port 0 picks a free one)")
@@ -56,13 +62,24 @@ func NewCommand(flags *genericclioptions.ConfigFlags) *cobra.Command {
 	return cmd
 }
 
-func openBrowser(url string) error {
-	name, args := "xdg-open", []string{url}
+// openBrowser opens a file of the user's own that sends the browser on to
+// url: the key stays out of command lines, which other users can read.
+func openBrowser(url string) (dir string, err error) {
+	dir, err = os.MkdirTemp("", "rainbow-dashboard-")
+	if err != nil {
+		return "", err
+	}
+	page := filepath.Join(dir, "open.html")
+	redirect := `<!doctype html><meta http-equiv="refresh" content="0;url=` + html.EscapeString(url) + `">`
+	if err := os.WriteFile(page, []byte(redirect), 0o600); err != nil {
+		return dir, err
+	}
+	name, args := "xdg-open", []string{page}
 	switch runtime.GOOS {
 	case "darwin":
 		name = "open"
 	case "windows":
-		name, args = "rundll32", []string{"url.dll,FileProtocolHandler", url}
+		name, args = "rundll32", []string{"url.dll,FileProtocolHandler", page}
 	}
-	return exec.Command(name, args...).Start()
+	return dir, exec.Command(name, args...).Start()
 }

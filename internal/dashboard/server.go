@@ -125,8 +125,18 @@ func New(ctx context.Context, cfg *rest.Config, namespace string) (*Server, erro
 	return &Server{namespace: namespace, client: c, cache: informers, history: NewHistory(), hub: newHub(), now: time.Now}, nil
 }
 
-// Serve runs the informers and serves the page on ln until ctx ends.
-func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+// SignInURL is the address to open the dashboard with: it carries the key
+// that lets a browser in.
+func SignInURL(ln net.Listener, key string) string {
+	return "http://" + ln.Addr().String() + "/?key=" + key
+}
+
+// NewKey makes the secret of one dashboard's SignInURL.
+func NewKey() string { return newSecret() }
+
+// Serve runs the informers and serves the page on ln until ctx ends, to
+// browsers that opened SignInURL(ln, key).
+func (s *Server) Serve(ctx context.Context, ln net.Listener, key string) error {
 	for _, obj := range []client.Object{&v1alpha1.TemporalWorkerDeployment{}, &appsv1.Deployment{},
 		&v1alpha1.TemporalWorkerOwnedResource{}, &corev1.Event{}} {
 		inf, err := s.cache.GetInformer(ctx, obj)
@@ -151,8 +161,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if !synced {
 		return errors.New("the dashboard's watches did not sync within 2 minutes; check that the API server is reachable")
 	}
+	g := newGuard(key, newSecret(), ln.Addr())
 	srv := &http.Server{
-		Handler:           s.handler(newGuard(newToken(), ln.Addr())),
+		Handler:           s.handler(g),
 		ReadHeaderTimeout: 10 * time.Second,
 		// Streams end with ctx, so that Shutdown does not wait for them.
 		BaseContext: func(net.Listener) context.Context { return ctx },
@@ -207,6 +218,9 @@ func (s *Server) handler(g guard) http.Handler {
 		s.act(w, r)
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g.signIn(w, r) {
+			return
+		}
 		if code, msg := g.read(r); code != 0 {
 			http.Error(w, msg, code)
 			return

@@ -50,7 +50,7 @@ func TestDashboard(t *testing.T) {
 	twd.Spec.Rollout = v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyProgressive, Steps: steps([]int32{25, 75}, time.Hour)}
 	v1 := r.Create(twd)
 
-	url := startDashboard(t, env.Info.Kubeconfig, tt.Namespace)
+	url, key := startDashboard(t, env.Info.Kubeconfig, tt.Namespace)
 	shots := filepath.Join(env.Root, ".cache", "screenshots")
 	if err := os.MkdirAll(shots, 0o755); err != nil {
 		t.Fatal(err)
@@ -99,7 +99,7 @@ func TestDashboard(t *testing.T) {
 	}
 
 	// (1) the list, then the TWD's page; (2) v1 current there.
-	run("load the list", time.Minute, chromedp.Navigate(url),
+	run("load the list", time.Minute, chromedp.Navigate(url+"?key="+key),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-twd="`+tt.Namespace+`/dash"] a`)),
 		chromedp.Click(chromedp.CSS(`tr[data-twd="`+tt.Namespace+`/dash"] a`)),
 		chromedp.WaitVisible(chromedp.CSS(`body.twd #ready`)),
@@ -131,11 +131,15 @@ func TestDashboard(t *testing.T) {
 		t.Fatalf("the page's token: %v", err)
 	}
 	token := attr.Value
-	post := func(method, origin, tok string) (int, string) {
+	cookie := "rainbow-dashboard-" + url[strings.LastIndex(url, ":")+1:len(url)-1]
+	request := func(method, path, origin, cookieValue, tok string) (int, string) {
 		t.Helper()
-		req, err := http.NewRequest(method, url+"act/"+tt.Namespace+"/dash/pause", nil)
+		req, err := http.NewRequest(method, url+path, nil)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if cookieValue != "" {
+			req.AddCookie(&http.Cookie{Name: cookie, Value: cookieValue})
 		}
 		if origin != "" {
 			req.Header.Set("Origin", origin)
@@ -152,15 +156,19 @@ func TestDashboard(t *testing.T) {
 		return resp.StatusCode, string(body)
 	}
 	origin := strings.TrimSuffix(url, "/")
+	pause := "act/" + tt.Namespace + "/dash/pause"
 	for _, c := range []struct {
-		what, method, origin, token string
-		code                        int
+		what, method, path, origin, cookie, token string
+		code                                      int
 	}{
-		{"a POST without the token", http.MethodPost, origin, "", http.StatusForbidden},
-		{"a POST from another site", http.MethodPost, "https://attacker.test", token, http.StatusForbidden},
-		{"a GET", http.MethodGet, origin, token, http.StatusMethodNotAllowed},
+		{"a POST without the token", http.MethodPost, pause, origin, key, "", http.StatusForbidden},
+		{"a POST from another site", http.MethodPost, pause, "https://attacker.test", key, token, http.StatusForbidden},
+		{"a GET", http.MethodGet, pause, origin, key, token, http.StatusMethodNotAllowed},
+		// Another user of this machine reaches the port, but has no key.
+		{"a POST without the key's cookie", http.MethodPost, pause, origin, "", token, http.StatusUnauthorized},
+		{"the page without the key's cookie", http.MethodGet, "twd/" + tt.Namespace + "/dash", "", "", "", http.StatusUnauthorized},
 	} {
-		if code, body := post(c.method, c.origin, c.token); code != c.code {
+		if code, body := request(c.method, c.path, c.origin, c.cookie, c.token); code != c.code {
 			t.Fatalf("%s: %d %s, want %d", c.what, code, body, c.code)
 		}
 	}
@@ -183,8 +191,8 @@ func TestDashboard(t *testing.T) {
 		harness.Allow("watch", "temporal.io/temporalworkerdeployments", tt.Namespace, ""),
 		harness.Deny("patch", "temporal.io/temporalworkerdeployments", tt.Namespace, "dash"),
 	})
-	viewerURL := startDashboard(t, tokenKubeconfig(t, tt.Namespace, viewer), tt.Namespace)
-	run("the viewer's dashboard", time.Minute, chromedp.Navigate(viewerURL+"twd/"+tt.Namespace+"/dash"),
+	viewerURL, viewerKey := startDashboard(t, tokenKubeconfig(t, tt.Namespace, viewer), tt.Namespace)
+	run("the viewer's dashboard", time.Minute, chromedp.Navigate(viewerURL+"twd/"+tt.Namespace+"/dash?key="+viewerKey),
 		chromedp.Click(chromedp.CSS(`button[data-verb="pause"]:not([disabled])`)))
 	waitPage("the API server's refusal", `(() => { const r = document.querySelector('#result.error[data-verb="pause"]');
 		return r !== null && r.textContent.includes('forbidden') && r.textContent.includes('User "`+user+`" cannot patch'); })()`)
@@ -195,8 +203,9 @@ func TestDashboard(t *testing.T) {
 }
 
 // startDashboard runs kubectl-rainbow dashboard with kubeconfig in
-// namespace and returns the address it prints.
-func startDashboard(t *testing.T, kubeconfig, namespace string) string {
+// namespace and returns the address it prints (http://127.0.0.1:PORT/) and
+// its key.
+func startDashboard(t *testing.T, kubeconfig, namespace string) (url, key string) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(env.BinDir, "kubectl-rainbow"), "--kubeconfig", kubeconfig, "-n", namespace, "dashboard", "--open=false")
 	cmd.Env = append(os.Environ(), "KUBECONFIG=")
@@ -227,14 +236,15 @@ func startDashboard(t *testing.T, kubeconfig, namespace string) string {
 	}()
 	select {
 	case u, ok := <-urls:
-		if !ok {
-			t.Fatalf("the dashboard stopped before serving:\n%s", errs.String())
+		url, key, found := strings.Cut(u, "?key=")
+		if !ok || !found {
+			t.Fatalf("the dashboard stopped before serving, or printed no key (%q):\n%s", u, errs.String())
 		}
-		return u
+		return url, key
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("the dashboard printed no address within 2 minutes:\n%s", errs.String())
 	}
-	return ""
+	return "", ""
 }
 
 // tokenKubeconfig is the environment's kubeconfig with a token of service
