@@ -25,7 +25,7 @@ func TestTemplatesRender(t *testing.T) {
 	view.Owned = []kubectlplugin.OwnedView{{Name: "hpa", Kind: "HorizontalPodAutoscaler", Ready: "True", Applied: []string{"v1", "v2"}}}
 	view.Events = []kubectlplugin.EventView{{Time: now.Add(-time.Minute), Type: "Normal", Reason: "Ramping", Message: "v2 <b>25%</b>"}}
 	points := []RampPoint{{now.Add(-time.Minute), "v2", 0}, {now, "v2", 25}}
-	d := twdData{Namespace: "ns", Name: "orders", Found: true, View: view, Buttons: buttons(twd), Chart: NewChart(points, now), Now: now}
+	d := twdData{Namespace: "ns", Name: "orders", Found: true, View: view, Buttons: buttons(twd), Chart: NewChart(points, now)}
 	for name, data := range map[string]any{
 		"twd":     d,
 		"index":   indexData{AllNamespaces: true, Rows: []kubectlplugin.ListRow{kubectlplugin.NewListRow(twd)}},

@@ -44,7 +44,6 @@ import (
 var assets embed.FS
 
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
-	"age":   func(t time.Time, now time.Time) string { return now.Sub(t).Truncate(time.Second).String() },
 	"clock": func(t time.Time) string { return t.Local().Format("15:04:05") },
 	"pct": func(p *int32) string {
 		if p == nil {
@@ -200,7 +199,7 @@ func (s *Server) changed(o any, deleted bool) {
 
 func (s *Server) handler(g guard) http.Handler {
 	mux := http.NewServeMux()
-	static, _ := fs.Sub(assets, "assets")
+	static, _ := fs.Sub(assets, "assets/static")
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		s.page(w, r, g.token, "index", "/events")
@@ -317,7 +316,6 @@ type twdData struct {
 	View            kubectlplugin.View
 	Buttons         []button
 	Chart           Chart
-	Now             time.Time
 }
 
 func (s *Server) render(ctx context.Context, name, ns, twdName string) (string, error) {
@@ -352,7 +350,7 @@ func (s *Server) render(ctx context.Context, name, ns, twdName string) (string, 
 }
 
 func (s *Server) twd(ctx context.Context, ns, name string) (twdData, error) {
-	d := twdData{Namespace: ns, Name: name, Now: s.now()}
+	d := twdData{Namespace: ns, Name: name}
 	var twd v1alpha1.TemporalWorkerDeployment
 	if err := s.cache.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &twd); err != nil {
 		if client.IgnoreNotFound(err) == nil {
@@ -370,7 +368,7 @@ func (s *Server) twd(ctx context.Context, ns, name string) (twdData, error) {
 		}
 	}
 	d.View = kubectlplugin.NewView(kubectlplugin.NewSnapshot(&twd, deps.Items, owned.Items, events.Items))
-	d.Chart = NewChart(s.history.Points(ns, name), d.Now)
+	d.Chart = NewChart(s.history.Points(ns, name), s.now())
 	d.Buttons = buttons(&twd)
 	return d, nil
 }
