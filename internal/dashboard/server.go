@@ -8,7 +8,9 @@ package dashboard
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -76,6 +78,22 @@ type Server struct {
 	now       func() time.Time
 }
 
+type watchedKind struct {
+	resource string
+	obj      client.Object
+	list     client.ObjectList
+}
+
+// watched are the kinds the dashboard's informers hold.
+func watched() []watchedKind {
+	return []watchedKind{
+		{"temporalworkerdeployments", &v1alpha1.TemporalWorkerDeployment{}, &v1alpha1.TemporalWorkerDeploymentList{}},
+		{"deployments", &appsv1.Deployment{}, &appsv1.DeploymentList{}},
+		{"temporalworkerownedresources", &v1alpha1.TemporalWorkerOwnedResource{}, &v1alpha1.TemporalWorkerOwnedResourceList{}},
+		{"events", &corev1.Event{}, &corev1.EventList{}},
+	}
+}
+
 // New prepares a dashboard that reads and acts with cfg, the user's
 // credentials. It checks first that the user may list what it shows, so
 // that a refusal is an error that says so rather than an informer retrying.
@@ -98,11 +116,9 @@ func New(ctx context.Context, cfg *rest.Config, namespace string) (*Server, erro
 	} else {
 		inNS = append(inNS, client.InNamespace(namespace))
 	}
-	for _, l := range []client.ObjectList{&v1alpha1.TemporalWorkerDeploymentList{}, &appsv1.DeploymentList{},
-		&v1alpha1.TemporalWorkerOwnedResourceList{}, &corev1.EventList{}} {
-		if err := c.List(ctx, l, append(inNS, client.Limit(1))...); err != nil {
-			kind := strings.TrimSuffix(fmt.Sprintf("%T", l)[1:], "List")
-			return nil, fmt.Errorf("the dashboard needs to list and watch %s %s (the view role has that): %w", kind, where, err)
+	for _, w := range watched() {
+		if err := c.List(ctx, w.list, append(inNS, client.Limit(1))...); err != nil {
+			return nil, fmt.Errorf("the dashboard needs to list and watch %s %s (the view role has that): %w", w.resource, where, err)
 		}
 	}
 	hasBuildID, err := labels.NewRequirement(workload.LabelBuildID, selection.Exists, nil)
@@ -136,9 +152,8 @@ func NewKey() string { return newSecret() }
 // Serve runs the informers and serves the page on ln until ctx ends, to
 // browsers that opened SignInURL(ln, key).
 func (s *Server) Serve(ctx context.Context, ln net.Listener, key string) error {
-	for _, obj := range []client.Object{&v1alpha1.TemporalWorkerDeployment{}, &appsv1.Deployment{},
-		&v1alpha1.TemporalWorkerOwnedResource{}, &corev1.Event{}} {
-		inf, err := s.cache.GetInformer(ctx, obj)
+	for _, w := range watched() {
+		inf, err := s.cache.GetInformer(ctx, w.obj)
 		if err != nil {
 			return err
 		}
@@ -247,6 +262,8 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request, token, name, strea
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	// The stream sends nothing until the live part differs from this one.
+	stream += "?seen=" + digest(live)
 	_ = pages.ExecuteTemplate(w, "layout", layout{Token: token, Stream: stream, Body: name, Live: template.HTML(live)})
 }
 
@@ -267,20 +284,20 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	keepAlive := time.NewTicker(30 * time.Second)
 	defer keepAlive.Stop()
-	last := ""
+	last := r.URL.Query().Get("seen")
 	for {
 		live, err := s.render(r.Context(), name, ns, r.PathValue("name"))
 		if err != nil {
 			return
 		}
-		if live != last {
+		if d := digest(live); d != last {
 			fmt.Fprint(w, "event: live\n")
 			for _, line := range strings.Split(live, "\n") {
 				fmt.Fprintf(w, "data: %s\n", line)
 			}
 			fmt.Fprint(w, "\n")
 			flusher.Flush()
-			last = live
+			last = d
 		}
 		select {
 		case <-r.Context().Done():
@@ -298,6 +315,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+}
+
+func digest(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:16])
 }
 
 type indexData struct {

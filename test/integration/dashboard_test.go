@@ -98,11 +98,18 @@ func TestDashboard(t *testing.T) {
 		}
 	}
 
+	// press clicks an element once it is there (and enabled), in one step
+	// in the page: the stream may replace the live part at any moment.
+	press := func(what, selector string) {
+		t.Helper()
+		waitPage(what+" pressed", `(() => { const e = document.querySelector('`+selector+`');
+			if (e === null || e.disabled) return false; e.click(); return true; })()`)
+	}
+
 	// (1) the list, then the TWD's page; (2) v1 current there.
-	run("load the list", time.Minute, chromedp.Navigate(url+"?key="+key),
-		chromedp.WaitVisible(chromedp.CSS(`tr[data-twd="`+tt.Namespace+`/dash"] a`)),
-		chromedp.Click(chromedp.CSS(`tr[data-twd="`+tt.Namespace+`/dash"] a`)),
-		chromedp.WaitVisible(chromedp.CSS(`body.twd #ready`)),
+	run("load the list", time.Minute, chromedp.Navigate(url+"?key="+key))
+	press("the TWD's link", `tr[data-twd="`+tt.Namespace+`/dash"] a`)
+	run("load the TWD's page", time.Minute, chromedp.WaitVisible(chromedp.CSS(`body.twd #ready`)),
 		// Gone if the page reloads.
 		discard(chromedp.Evaluate[bool](`window.loadedOnce = true`)))
 	waitPage(v1+" current", row(v1, `[data-role="target"][data-status="Current"]`))
@@ -115,7 +122,7 @@ func TestDashboard(t *testing.T) {
 	r.waitFor(time.Minute, v2+" ramping 25%", func(tw *v1alpha1.TemporalWorkerDeployment) bool { return rampsAt(tw, v2, 25) })
 
 	// (4) promote: the step ends in the API server and on the page.
-	run("press promote", time.Minute, chromedp.Click(chromedp.CSS(`button[data-verb="promote"]:not([disabled])`)))
+	press("promote", `button[data-verb="promote"]`)
 	waitPage("promote's answer", `document.querySelector('#result.ok[data-verb="promote"]') !== null`)
 	r.waitFor(2*time.Minute, v2+" ramping 75% after promote", func(tw *v1alpha1.TemporalWorkerDeployment) bool { return rampsAt(tw, v2, 75) })
 	waitPage(v2+" ramping at 75% after 25%", row(v2, `[data-status="Ramping"][data-ramp="75%"]`)+
@@ -192,8 +199,8 @@ func TestDashboard(t *testing.T) {
 		harness.Deny("patch", "temporal.io/temporalworkerdeployments", tt.Namespace, "dash"),
 	})
 	viewerURL, viewerKey := startDashboard(t, tokenKubeconfig(t, tt.Namespace, viewer), tt.Namespace)
-	run("the viewer's dashboard", time.Minute, chromedp.Navigate(viewerURL+"twd/"+tt.Namespace+"/dash?key="+viewerKey),
-		chromedp.Click(chromedp.CSS(`button[data-verb="pause"]:not([disabled])`)))
+	run("the viewer's dashboard", time.Minute, chromedp.Navigate(viewerURL+"twd/"+tt.Namespace+"/dash?key="+viewerKey))
+	press("pause", `button[data-verb="pause"]`)
 	waitPage("the API server's refusal", `(() => { const r = document.querySelector('#result.error[data-verb="pause"]');
 		return r !== null && r.textContent.includes('forbidden') && r.textContent.includes('User "`+user+`" cannot patch'); })()`)
 	screenshot("dashboard-forbidden.png")
