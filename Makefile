@@ -39,7 +39,7 @@ demo-autoscaling: kube-bins bins ## The same environment, and an HPA per version
 # test/incluster runs the image under runc on this machine: only its own
 # platform is built (the other would cost a cold cross-compile of minutes).
 test: IMAGE_PLATFORMS = linux/$(shell go env GOARCH)
-test: kube-bins bins image runc promtool $(HELM) $(HELM4) vet verify-generated ## Run every test: unit, integration (real control plane, Temporal, workers)
+test: kube-bins bins image runc promtool chromium $(HELM) $(HELM4) vet verify-generated ## Run every test: unit, integration (real control plane, Temporal, workers)
 	go test $(GO_TEST_FLAGS) -timeout 60m ./...
 	cd dev/cmd/devenv && go test $(GO_TEST_FLAGS) -timeout 10m ./...
 
@@ -185,6 +185,12 @@ promtool: ## Install promtool from the distribution's prometheus package (apt-ge
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; rc=$$?; \
 	  [ -z "$$made" ] || rm -f /usr/sbin/policy-rc.d; \
 	  if [ -d /run/systemd/system ]; then systemctl disable --now prometheus >/dev/null 2>&1 || true; fi; exit $$rc; }
+
+# The dashboard's browser test drives Chromium's headless shell (docs/dashboard.md#tests).
+.PHONY: chromium
+chromium: ## Install Chromium's headless shell from the distribution's packages (apt-get) if it is missing
+	@command -v chromium-headless-shell >/dev/null || command -v chromium >/dev/null || { echo ">> Installing Chromium: apt-get install -y chromium-headless-shell"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium-headless-shell; }
 
 ##@ Local environment
 

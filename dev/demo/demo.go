@@ -465,6 +465,7 @@ func (s *story) summary() {
 		out("kubectl:     export KUBECONFIG=%s", s.o.Kubeconfig)
 		out("             .cache/kube/kubectl -n %s get twd,deployments,pods", s.key.Namespace)
 		out("plugin:      .cache/bin/kubectl-rainbow -n %s status %s --watch   (pause, resume, promote, abort, undo: docs/kubectl-plugin.md)", s.key.Namespace, s.key.Name)
+		out("dashboard:   .cache/bin/kubectl-rainbow -n %s dashboard   (the same live in a browser, with buttons: docs/dashboard.md)", s.key.Namespace)
 	}
 	if s.o.Linger {
 		out("")

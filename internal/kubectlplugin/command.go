@@ -38,7 +38,9 @@ type plugin struct {
 }
 
 // NewCommand is the kubectl-rainbow command tree.
-func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
+// Each extra builds one more subcommand on the same kubeconfig flags (the
+// dashboard, which lives in its own package).
+func NewCommand(streams genericiooptions.IOStreams, extra ...func(*genericclioptions.ConfigFlags) *cobra.Command) *cobra.Command {
 	p := &plugin{flags: genericclioptions.NewConfigFlags(true), streams: streams, now: time.Now}
 	root := &cobra.Command{
 		Use:           "kubectl-rainbow",
@@ -76,27 +78,25 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 
 	var full bool
 	promote := p.action("promote NAME", "End the current ramp step, or with --full make the target current now",
-		func(twd *v1alpha1.TemporalWorkerDeployment) (Change, error) { return Promote(twd, full) })
+		func() Action { return Action{Verb: "promote", Full: full} })
 	promote.Flags().BoolVar(&full, "full", false, "skip the remaining steps: make the target current (a gate still has to pass)")
 
 	var toBuildID string
-	undo := &cobra.Command{
-		Use:   "undo NAME",
-		Short: "Roll back: set spec.template back to an earlier version's (the current one while a rollout runs)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return p.undo(cmd.Context(), args[0], toBuildID)
-		},
-	}
+	undo := p.action("undo NAME", "Roll back: set spec.template back to an earlier version's (the current one while a rollout runs)",
+		func() Action { return Action{Verb: "undo", ToBuildID: toBuildID} })
 	undo.Flags().StringVar(&toBuildID, "to-build-id", "", "the version to go back to (default: the current version, or the newest earlier one)")
 
+	verb := func(v string) func() Action { return func() Action { return Action{Verb: v} } }
 	root.AddCommand(status, list, promote, undo,
-		p.action("pause NAME", "Hold the rollout: set spec.rollout.paused", Pause),
-		p.action("resume NAME", "Go on with a paused rollout", Resume),
-		p.action("abort NAME", "Stop the rollout of the target: new workflows stay on the current version", Abort),
-		p.action("retry NAME", "Take an aborted rollout up again", Retry),
+		p.action("pause NAME", "Hold the rollout: set spec.rollout.paused", verb("pause")),
+		p.action("resume NAME", "Go on with a paused rollout", verb("resume")),
+		p.action("abort NAME", "Stop the rollout of the target: new workflows stay on the current version", verb("abort")),
+		p.action("retry NAME", "Take an aborted rollout up again", verb("retry")),
 		p.migrateCommand(),
 	)
+	for _, sub := range extra {
+		root.AddCommand(sub(p.flags))
+	}
 	return root
 }
 
@@ -126,7 +126,7 @@ func (p *plugin) style() Style {
 }
 
 // action is a command that patches one TemporalWorkerDeployment as the user.
-func (p *plugin) action(use, short string, change func(*v1alpha1.TemporalWorkerDeployment) (Change, error)) *cobra.Command {
+func (p *plugin) action(use, short string, a func() Action) *cobra.Command {
 	return &cobra.Command{
 		Use:   use,
 		Short: short,
@@ -136,44 +136,69 @@ func (p *plugin) action(use, short string, change func(*v1alpha1.TemporalWorkerD
 			if err != nil {
 				return err
 			}
-			twd, err := p.get(cmd.Context(), c, ns, args[0])
+			ch, err := Do(cmd.Context(), c, ns, args[0], a())
 			if err != nil {
 				return err
 			}
-			ch, err := change(twd)
-			if err != nil {
-				return err
-			}
-			return p.send(cmd.Context(), c, twd, cmd.Name(), ch)
+			fmt.Fprintf(p.streams.Out, "%s/%s: %s: %s\n", ns, args[0], cmd.Name(), ch.Says)
+			return nil
 		},
 	}
 }
 
-func (p *plugin) undo(ctx context.Context, name, buildID string) error {
-	c, ns, err := p.client()
-	if err != nil {
-		return err
-	}
-	twd, err := p.get(ctx, c, ns, name)
-	if err != nil {
-		return err
-	}
-	v, err := UndoTarget(twd, buildID)
-	if err != nil {
-		return err
-	}
-	var d appsv1.Deployment
-	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: v.Deployment}, &d); err != nil {
-		return explain(err, "read Deployment "+v.Deployment)
-	}
-	ch, err := Undo(twd, v, &d)
-	if err != nil {
-		return err
-	}
-	return p.send(ctx, c, twd, "undo", ch)
+// An Action is one of the commands that change a TemporalWorkerDeployment.
+type Action struct {
+	Verb      string // promote, pause, resume, abort, retry or undo
+	Full      bool   // promote straight to current
+	ToBuildID string // undo to this version
 }
 
-func (p *plugin) get(ctx context.Context, c client.Client, ns, name string) (*v1alpha1.TemporalWorkerDeployment, error) {
+// Do reads ns/name, decides the patch for a and sends it with c's
+// credentials. Errors say what the API server refused and what to do.
+func Do(ctx context.Context, c client.Client, ns, name string, a Action) (Change, error) {
+	twd, err := get(ctx, c, ns, name)
+	if err != nil {
+		return Change{}, err
+	}
+	var ch Change
+	switch a.Verb {
+	case "promote":
+		ch, err = Promote(twd, a.Full)
+	case "pause":
+		ch, err = Pause(twd)
+	case "resume":
+		ch, err = Resume(twd)
+	case "abort":
+		ch, err = Abort(twd)
+	case "retry":
+		ch, err = Retry(twd)
+	case "undo":
+		ch, err = undo(ctx, c, twd, a.ToBuildID)
+	default:
+		err = fmt.Errorf("unknown action %q", a.Verb)
+	}
+	if err != nil {
+		return Change{}, err
+	}
+	if err := c.Patch(ctx, twd, client.RawPatch(ch.Type, ch.Patch)); err != nil {
+		return Change{}, explain(err, a.Verb+" TemporalWorkerDeployment "+ns+"/"+name)
+	}
+	return ch, nil
+}
+
+func undo(ctx context.Context, c client.Client, twd *v1alpha1.TemporalWorkerDeployment, buildID string) (Change, error) {
+	v, err := UndoTarget(twd, buildID)
+	if err != nil {
+		return Change{}, err
+	}
+	var d appsv1.Deployment
+	if err := c.Get(ctx, types.NamespacedName{Namespace: twd.Namespace, Name: v.Deployment}, &d); err != nil {
+		return Change{}, explain(err, "read Deployment "+v.Deployment)
+	}
+	return Undo(twd, v, &d)
+}
+
+func get(ctx context.Context, c client.Client, ns, name string) (*v1alpha1.TemporalWorkerDeployment, error) {
 	var twd v1alpha1.TemporalWorkerDeployment
 	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &twd); err != nil {
 		return nil, explain(err, "read TemporalWorkerDeployment "+ns+"/"+name)
@@ -181,64 +206,38 @@ func (p *plugin) get(ctx context.Context, c client.Client, ns, name string) (*v1
 	return &twd, nil
 }
 
-func (p *plugin) send(ctx context.Context, c client.Client, twd *v1alpha1.TemporalWorkerDeployment, verb string, ch Change) error {
-	if err := c.Patch(ctx, twd, client.RawPatch(ch.Type, ch.Patch)); err != nil {
-		return explain(err, verb+" TemporalWorkerDeployment "+twd.Namespace+"/"+twd.Name)
-	}
-	fmt.Fprintf(p.streams.Out, "%s/%s: %s: %s\n", twd.Namespace, twd.Name, verb, ch.Says)
-	return nil
-}
-
 // explain turns the API server's refusals into what to do about them.
 func explain(err error, what string) error {
 	switch {
 	case apierrors.IsForbidden(err):
-		return fmt.Errorf("you may not %s: %v. Ask for the edit role in this namespace (it includes Rainbow's kinds)", what, err)
+		return fmt.Errorf("you may not %s: %w. Ask for the edit role in this namespace (it includes Rainbow's kinds)", what, err)
 	case apierrors.IsNotFound(err):
-		return fmt.Errorf("cannot %s: %v", what, err)
+		return fmt.Errorf("cannot %s: %w", what, err)
 	case apierrors.IsConflict(err), apierrors.IsInvalid(err):
-		return fmt.Errorf("cannot %s: %v (it changed meanwhile? run the command again)", what, err)
+		return fmt.Errorf("cannot %s: %w (it changed meanwhile? run the command again)", what, err)
 	}
 	return fmt.Errorf("cannot %s: %w", what, err)
 }
 
 func (p *plugin) snapshot(ctx context.Context, c client.Client, ns, name string) (Snapshot, error) {
-	twd, err := p.get(ctx, c, ns, name)
+	twd, err := get(ctx, c, ns, name)
 	if err != nil {
 		return Snapshot{}, err
 	}
-	s := Snapshot{TWD: twd}
 	var deps appsv1.DeploymentList
 	if err := c.List(ctx, &deps, client.InNamespace(ns)); err != nil {
-		return s, explain(err, "list Deployments in "+ns)
-	}
-	for _, d := range deps.Items {
-		for _, o := range d.OwnerReferences {
-			if o.UID == twd.UID {
-				s.Deployments = append(s.Deployments, d)
-			}
-		}
+		return Snapshot{TWD: twd}, explain(err, "list Deployments in "+ns)
 	}
 	var owned v1alpha1.TemporalWorkerOwnedResourceList
 	if err := c.List(ctx, &owned, client.InNamespace(ns)); err != nil {
-		return s, explain(err, "list TemporalWorkerOwnedResources in "+ns)
-	}
-	for _, o := range owned.Items {
-		if o.Spec.WorkerRef.Name == name {
-			s.Owned = append(s.Owned, o)
-		}
+		return Snapshot{TWD: twd}, explain(err, "list TemporalWorkerOwnedResources in "+ns)
 	}
 	var events corev1.EventList
 	sel := fields.SelectorFromSet(fields.Set{"involvedObject.name": name, "involvedObject.kind": "TemporalWorkerDeployment"})
 	if err := c.List(ctx, &events, client.InNamespace(ns), client.MatchingFieldsSelector{Selector: sel}); err != nil {
-		return s, explain(err, "list Events in "+ns)
+		return Snapshot{TWD: twd}, explain(err, "list Events in "+ns)
 	}
-	for _, e := range events.Items {
-		if e.InvolvedObject.UID == twd.UID {
-			s.Events = append(s.Events, e)
-		}
-	}
-	return s, nil
+	return NewSnapshot(twd, deps.Items, owned.Items, events.Items), nil
 }
 
 func (p *plugin) status(ctx context.Context, name string, watch bool) error {

@@ -61,7 +61,7 @@ func RenderStatus(w io.Writer, v View, now time.Time, s Style) {
 		ready = "Unknown"
 	}
 	readyColour := statusColour(ready)
-	if ready == "False" && isMoving(v.Reason) {
+	if ready == "False" && Moving(v.Reason) {
 		readyColour = yellow
 	}
 	fmt.Fprintf(w, "Ready=%s %s: %s\n", s.paint(readyColour, ready), v.Reason, v.Message)
@@ -154,9 +154,9 @@ func gateColour(result string) string {
 	return yellow
 }
 
-// isMoving: a reason of a rollout in progress (docs/conditions.md), shown
-// in yellow rather than red.
-func isMoving(reason string) bool {
+// Moving: a reason of a rollout in progress (docs/conditions.md), shown in
+// yellow rather than red.
+func Moving(reason string) bool {
 	switch reason {
 	case v1alpha1.ReasonWaitingForPollers, v1alpha1.ReasonWaitingForPromotion, v1alpha1.ReasonRamping,
 		v1alpha1.ReasonPaused, v1alpha1.ReasonWaitingForTemporal, v1alpha1.ReasonDeleting:

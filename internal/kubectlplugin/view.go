@@ -20,6 +20,33 @@ type Snapshot struct {
 	Events      []corev1.Event
 }
 
+// NewSnapshot picks what belongs to twd out of its namespace's Deployments,
+// owned resources and Events.
+func NewSnapshot(twd *v1alpha1.TemporalWorkerDeployment, deps []appsv1.Deployment, owned []v1alpha1.TemporalWorkerOwnedResource, events []corev1.Event) Snapshot {
+	s := Snapshot{TWD: twd}
+	for _, d := range deps {
+		if d.Namespace != twd.Namespace {
+			continue
+		}
+		for _, o := range d.OwnerReferences {
+			if o.UID == twd.UID {
+				s.Deployments = append(s.Deployments, d)
+			}
+		}
+	}
+	for _, o := range owned {
+		if o.Namespace == twd.Namespace && o.Spec.WorkerRef.Name == twd.Name {
+			s.Owned = append(s.Owned, o)
+		}
+	}
+	for _, e := range events {
+		if e.InvolvedObject.UID == twd.UID {
+			s.Events = append(s.Events, e)
+		}
+	}
+	return s
+}
+
 // View is a Snapshot as the status command shows it, and its -o json|yaml.
 type View struct {
 	Namespace string               `json:"namespace"`
