@@ -98,17 +98,23 @@ var failingGate = map[string]any{"Fail": true, "Message": gateMessage}
 // docSnippet is the first sh block after heading in docs/cd-tools.md.
 func docSnippet(t testing.TB, heading string) string {
 	t.Helper()
-	page, err := os.ReadFile(filepath.Join(env.Root, "docs", "cd-tools.md"))
+	return pageSnippet(t, "cd-tools.md", heading)
+}
+
+// pageSnippet is the first sh block after heading in docs/page.
+func pageSnippet(t testing.TB, page, heading string) string {
+	t.Helper()
+	text, err := os.ReadFile(filepath.Join(env.Root, "docs", page))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, after, ok := strings.Cut(string(page), "\n"+heading+"\n")
+	_, after, ok := strings.Cut(string(text), "\n"+heading+"\n")
 	if !ok {
-		t.Fatalf("docs/cd-tools.md has no heading %q", heading)
+		t.Fatalf("docs/%s has no heading %q", page, heading)
 	}
 	_, block, ok := strings.Cut(after, "```sh\n")
 	if !ok {
-		t.Fatalf("docs/cd-tools.md: no sh block after %q", heading)
+		t.Fatalf("docs/%s: no sh block after %q", page, heading)
 	}
 	block, _, _ = strings.Cut(block, "```")
 	return block
