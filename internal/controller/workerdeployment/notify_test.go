@@ -1,10 +1,13 @@
 package workerdeployment
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/internal/notify"
@@ -51,6 +54,33 @@ func TestNotificationOnlyOnceTheActionTookEffect(t *testing.T) {
 			got := want{n.Type, n.BuildID, n.CurrentBuildID, n.RampingBuildID, n.RampPercentage}
 			if !ok || got != *c.want || n.Namespace != "shop" || n.Name != "orders" || n.TargetBuildID != "v2" {
 				t.Errorf("notified %v %+v, want %+v", ok, n, *c.want)
+			}
+		})
+	}
+}
+
+func TestPausedIsRecordedOnceWhenReadyTurnsPaused(t *testing.T) {
+	paused := planner.Result{State: planner.StateMoving, Ready: planner.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonPaused, Message: "spec.rollout.paused holds version v2 ramping 25%"}}
+	for name, c := range map[string]struct {
+		before string
+		want   int
+	}{
+		"turns paused":   {v1alpha1.ReasonRamping, 1},
+		"already paused": {v1alpha1.ReasonPaused, 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rec := events.NewFakeRecorder(10)
+			r := &Reconciler{Recorder: rec, Clock: clocktesting.NewFakePassiveClock(time.Unix(0, 0))}
+			twd := &v1alpha1.TemporalWorkerDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders"}}
+			twd.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: c.before, Message: "m"}}
+			r.recordEvents(&observation{twd: twd, targetBuildID: "v2"}, paused, outcome{})
+			close(rec.Events)
+			var got []string
+			for e := range rec.Events {
+				got = append(got, e)
+			}
+			if len(got) != c.want || (c.want == 1 && !strings.HasPrefix(got[0], "Normal Paused")) {
+				t.Errorf("Events %q, want %d Normal Paused", got, c.want)
 			}
 		})
 	}
