@@ -28,7 +28,7 @@ func notification(o *observation, e planner.Event, out outcome, now time.Time) (
 	if !ok {
 		return notify.Event{}, false
 	}
-	n := notify.Event{Type: typ, Time: now, Namespace: o.twd.Namespace, Name: o.twd.Name, BuildID: e.BuildID,
+	n := notify.Event{Type: typ, Time: now.UTC(), Namespace: o.twd.Namespace, Name: o.twd.Name, BuildID: e.BuildID,
 		TargetBuildID: o.targetBuildID, Reason: e.Reason, Message: e.Message}
 	if n.BuildID == "" && typ != notify.VersionRetired {
 		n.BuildID = o.targetBuildID

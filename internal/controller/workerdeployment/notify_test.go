@@ -44,7 +44,7 @@ func TestNotificationOnlyOnceTheActionTookEffect(t *testing.T) {
 		"not a rollout event":      {planner.Event{Reason: planner.EventScale, BuildID: "v2"}, outcome{}, nil},
 	} {
 		t.Run(name, func(t *testing.T) {
-			n, ok := notification(o, c.e, c.out, time.Unix(0, 0))
+			n, ok := notification(o, c.e, c.out, time.Unix(0, 0).In(time.FixedZone("CET", 3600)))
 			if c.want == nil {
 				if ok {
 					t.Fatalf("notified %+v, want nothing", n)
@@ -52,7 +52,7 @@ func TestNotificationOnlyOnceTheActionTookEffect(t *testing.T) {
 				return
 			}
 			got := want{n.Type, n.BuildID, n.CurrentBuildID, n.RampingBuildID, n.RampPercentage}
-			if !ok || got != *c.want || n.Namespace != "shop" || n.Name != "orders" || n.TargetBuildID != "v2" {
+			if !ok || got != *c.want || n.Namespace != "shop" || n.Name != "orders" || n.TargetBuildID != "v2" || n.Time.Location() != time.UTC {
 				t.Errorf("notified %v %+v, want %+v", ok, n, *c.want)
 			}
 		})
