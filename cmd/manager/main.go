@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"os"
@@ -15,11 +16,13 @@ import (
 	"github.com/rainbow-deploy/rainbow/internal/backlog"
 	"github.com/rainbow-deploy/rainbow/internal/externalmetrics"
 	"github.com/rainbow-deploy/rainbow/internal/manager"
+	"github.com/rainbow-deploy/rainbow/internal/notify"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
 )
 
 func main() {
 	var opts manager.Options
+	var notifyErr error
 	flag.StringVar(&opts.Identity, "identity", manager.DefaultIdentity,
 		"Temporal identity of the controller; keep it the same across restarts and replicas, Temporal records it as the manager of each worker deployment")
 	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", `address of the Prometheus metrics endpoint; "0" disables it`)
@@ -53,6 +56,18 @@ func main() {
 			opts.AllowedTemporalHosts, err = temporal.ParseAllowedHosts(v)
 			return err
 		})
+	flag.Func("notify", "send rollout notifications to a receiver; repeat for several: url=URL or url-file=FILE (a mounted Secret), "+
+		"and optionally format=webhook|slack|cloudevents (default webhook), name=NAME (the metrics label), queue=N, attempts=N, timeout=DURATION (docs/notifications.md)",
+		func(v string) error {
+			// Reported after Parse: flag's own message would print the
+			// value, whose URL may hold a token.
+			c, err := notify.ParseSink(v)
+			if err != nil {
+				notifyErr = cmp.Or(notifyErr, fmt.Errorf("--notify: %w", err))
+			}
+			opts.Notify = append(opts.Notify, c)
+			return nil
+		})
 	showVersion := flag.Bool("version", false, "print the version and revision and exit")
 	webhook := bindWebhookFlags(flag.CommandLine)
 	zapOpts := zap.Options{}
@@ -63,6 +78,10 @@ func main() {
 	if *showVersion {
 		printVersion(os.Stdout)
 		return
+	}
+	if notifyErr != nil {
+		fmt.Fprintln(os.Stderr, notifyErr)
+		os.Exit(2)
 	}
 	var err error
 	if opts.Webhook, err = webhook.options(); err != nil {

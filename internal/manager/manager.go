@@ -40,6 +40,7 @@ import (
 	"github.com/rainbow-deploy/rainbow/internal/controller/temporalconnection"
 	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
 	"github.com/rainbow-deploy/rainbow/internal/externalmetrics"
+	"github.com/rainbow-deploy/rainbow/internal/notify"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
 	"github.com/rainbow-deploy/rainbow/internal/workload"
 )
@@ -117,6 +118,8 @@ type Options struct {
 	// APIService v1beta1.external.metrics.k8s.io; with certificate
 	// rotation, the APIService's caBundle is kept up to date too.
 	ExternalMetrics bool
+	// Notify are the receivers of rollout notifications; none sends none.
+	Notify []notify.SinkConfig
 }
 
 // Manager is a controller-runtime manager with Rainbow's controllers and
@@ -252,9 +255,17 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 			mgr.GetWebhookServer().Register(p, srv)
 		}
 	}
+	notifier := notify.New(opts.Notify, opts.Logger)
+	if notifier != nil {
+		if err := mgr.Add(notifier); err != nil {
+			pool.Close()
+			return nil, err
+		}
+	}
 	if err := (&workerdeployment.Reconciler{
 		Client: leaderClient, APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: recorder, Clock: clock.RealClock{}, MaxVersions: opts.MaxVersions,
 		Backlogs: backlogs, Workers: opts.Workers, BannedKinds: bannedKinds(opts.Webhook), ControllerVersion: opts.Version,
+		Notifier: notifier,
 	}).SetupWithManager(mgr); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("set up the TemporalWorkerDeployment controller: %w", err)

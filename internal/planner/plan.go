@@ -205,6 +205,11 @@ func (p *plan) event(typ, reason, msg string) {
 	p.res.Events = append(p.res.Events, Event{Type: typ, Reason: reason, Message: msg})
 }
 
+// eventOn records an event about one version.
+func (p *plan) eventOn(buildID, typ, reason, msg string) {
+	p.res.Events = append(p.res.Events, Event{Type: typ, Reason: reason, Message: msg, BuildID: buildID})
+}
+
 func (p *plan) eventFirst(typ, reason, msg string) {
 	p.res.Events = append([]Event{{Type: typ, Reason: reason, Message: msg}}, p.res.Events...)
 	for i := range p.scaleEvents {
@@ -217,14 +222,14 @@ func (p *plan) after(d time.Duration) { p.requeue = append(p.requeue, d) }
 
 func (p *plan) route(r Routing, reason, msg string) {
 	p.res.Routing = &r
-	p.event(EventNormal, reason, msg)
+	p.eventOn(r.BuildID, EventNormal, reason, msg)
 	p.after(requeueTemporal)
 }
 
 func (p *plan) scale(d Deployment, replicas int32, why ScaleReason, reason, msg string) {
 	p.res.Scale = append(p.res.Scale, Scale{Name: d.Name, BuildID: d.BuildID, Replicas: replicas, Reason: why})
 	p.scaleEvents = append(p.scaleEvents, len(p.res.Events))
-	p.event(EventNormal, reason, msg)
+	p.eventOn(d.BuildID, EventNormal, reason, msg)
 }
 
 // unscale withdraws a scale planned earlier in this pass, and its event.
@@ -255,4 +260,7 @@ type Event struct {
 	Type    string
 	Reason  string
 	Message string
+	// BuildID is the version the event is about, where there is one
+	// (notifications name it).
+	BuildID string
 }

@@ -68,7 +68,7 @@ func sunsetDeployment(v *view, p *plan, d Deployment) {
 	}
 	reason := fmt.Sprintf("version %s has had no workers for spec.sunset.deleteDelay (%s)", d.BuildID, v.in.Spec.DeleteDelay)
 	p.res.DeleteDeployments = append(p.res.DeleteDeployments, DeleteDeployment{Name: d.Name, BuildID: d.BuildID, Reason: reason})
-	p.event(EventNormal, EventDeleteDeployment, fmt.Sprintf("deleting Deployment %s: %s", d.Name, reason))
+	p.eventOn(d.BuildID, EventNormal, EventDeleteDeployment, fmt.Sprintf("deleting Deployment %s: %s", d.Name, reason))
 	if tv, ok := v.tvs[d.BuildID]; ok && tv.mayHavePollers() {
 		// Next, the version waits for Temporal to forget its workers'
 		// polls (deleteTemporalVersions): look then, not only when the

@@ -81,7 +81,7 @@ func createTarget(v *view, p *plan) {
 		replicas = *r
 	}
 	p.res.CreateDeployment = &CreateDeployment{BuildID: v.target, Replicas: replicas}
-	p.event(EventNormal, EventCreateDeployment, fmt.Sprintf("creating the Deployment of version %s with %d replicas", v.target, replicas))
+	p.eventOn(v.target, EventNormal, EventCreateDeployment, fmt.Sprintf("creating the Deployment of version %s with %d replicas", v.target, replicas))
 	p.after(requeueWatch)
 }
 

@@ -105,6 +105,16 @@ func startManager(e *harness.Env) (func(), error) {
 		return nil, err
 	}
 
+	// Real HTTP receivers of each notification form (notify_test.go).
+	sinks, stopReceivers, err := startReceivers()
+	if err != nil {
+		removeWebhook()
+		return nil, err
+	}
+	removeWebhook = func(removeHook func()) func() {
+		return func() { removeHook(); stopReceivers() }
+	}(removeWebhook)
+
 	cfg := rest.CopyConfig(e.REST)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: managerUser}
 	probeAddr, metricsAddr = harness.FreeAddr(), harness.FreeAddr()
@@ -121,6 +131,7 @@ func startManager(e *harness.Env) (func(), error) {
 		// them react within seconds.
 		BacklogInterval: 3 * time.Second,
 		ExternalMetrics: true,
+		Notify:          sinks,
 	})
 	if err != nil {
 		removeWebhook()

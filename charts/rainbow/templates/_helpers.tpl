@@ -90,6 +90,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- if .Values.externalMetrics.enabled }}
 - --external-metrics
 {{- end }}
+{{- range .Values.notifications.sinks }}
+- --notify=name={{ .name }},format={{ .format | default "webhook" }},{{ if .urlSecret }}url-file=/etc/rainbow/notify/{{ .name }}/{{ .urlSecret.key }}{{ else }}url={{ required "notifications.sinks[].url or urlSecret is required" .url }}{{ end }}
+  {{- with .queue }},queue={{ int . }}{{ end }}
+  {{- with .attempts }},attempts={{ int . }}{{ end }}
+  {{- with .timeout }},timeout={{ . }}{{ end }}
+{{- end }}
 - --zap-log-level={{ .Values.logging.level }}
 - --zap-encoder={{ .Values.logging.encoder }}
 {{- with .Values.extraArgs }}

@@ -46,6 +46,10 @@ type outcome struct {
 	routed *planner.Routing
 	// deleted are the versions Temporal deleted.
 	deleted []string
+	// created: the target's Deployment was created.
+	created bool
+	// deletedDeployments are the build IDs whose Deployment this pass deleted.
+	deletedDeployments []string
 }
 
 func (o *outcome) fail(err error) { o.failed = append(o.failed, err) }
@@ -67,6 +71,7 @@ func (r *Reconciler) act(ctx context.Context, o *observation, res planner.Result
 		if err != nil {
 			out.fail(err)
 		}
+		out.created = err == nil
 	}
 	if u := res.UpdateDeployment; u != nil {
 		if d := o.deployments[u.BuildID]; d != nil {
@@ -89,7 +94,12 @@ func (r *Reconciler) act(ctx context.Context, o *observation, res planner.Result
 	}
 	for _, del := range res.DeleteDeployments {
 		if d := o.deployments[del.BuildID]; d != nil {
-			r.kubeErr(&out, deleteDeployment(ctx, r.Client, d, del))
+			first := d.DeletionTimestamp.IsZero()
+			err := deleteDeployment(ctx, r.Client, d, del)
+			r.kubeErr(&out, err)
+			if err == nil && first {
+				out.deletedDeployments = append(out.deletedDeployments, del.BuildID)
+			}
 		}
 	}
 	for _, sy := range res.SyncDeployments {

@@ -37,6 +37,7 @@ import (
 	"github.com/rainbow-deploy/rainbow/internal/claim"
 	"github.com/rainbow-deploy/rainbow/internal/connection"
 	"github.com/rainbow-deploy/rainbow/internal/freshness"
+	"github.com/rainbow-deploy/rainbow/internal/notify"
 	"github.com/rainbow-deploy/rainbow/internal/planner"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
 )
@@ -96,6 +97,8 @@ type Reconciler struct {
 	// ControllerVersion is the controller's version, written into each
 	// version's metadata in Temporal; empty means "devel".
 	ControllerVersion string
+	// Notifier sends rollout notifications (internal/notify); nil sends none.
+	Notifier *notify.Notifier
 	// metadataWritten spares rewriting a target's metadata that a describe
 	// made before the write does not show.
 	metadataWritten byTWD[writtenMetadata]
@@ -382,16 +385,22 @@ func (r *Reconciler) writeStatus(ctx context.Context, twd *v1alpha1.TemporalWork
 	return nil
 }
 
-// recordEvents emits the plan's events. Warnings describe a blocked state
-// that lasts many reconciles, so they are only emitted when the Ready
-// condition changes; actions are emitted each time they happen.
+// recordEvents emits the plan's events, and the notifications of those
+// notify.Reasons names. Warnings describe a blocked state that lasts many
+// reconciles, so they are only emitted when the Ready condition changes;
+// actions are emitted each time they happen. A rollout that turns paused
+// or blocked is notified once, when the Ready reason changes to it.
 func (r *Reconciler) recordEvents(o *observation, res planner.Result, out outcome) {
 	old := meta.FindStatusCondition(o.twd.Status.Conditions, v1alpha1.ConditionReady)
 	changed := old == nil || old.Reason != res.Ready.Reason || old.Message != res.Ready.Message
+	reasonChanged := old == nil || old.Reason != res.Ready.Reason
 	if changed && res.State == planner.StateBlocked && !hasWarning(res, res.Progressing.Reason) {
 		// A problem the plan only reports (a missing connection, Temporal
 		// unreachable) gets a Warning too, once, when it starts or changes.
-		r.event(o.twd, corev1.EventTypeWarning, res.Progressing.Reason, "%s", res.Progressing.Message)
+		r.emit(o, planner.Event{Type: corev1.EventTypeWarning, Reason: res.Progressing.Reason, Message: res.Progressing.Message}, reasonChanged, out)
+	}
+	if reasonChanged && res.Ready.Reason == v1alpha1.ReasonPaused {
+		r.emit(o, planner.Event{Type: corev1.EventTypeNormal, Reason: v1alpha1.ReasonPaused, Message: res.Ready.Message}, true, out)
 	}
 	for _, e := range res.Events {
 		if e.Type == planner.EventWarning && !changed {
@@ -400,7 +409,19 @@ func (r *Reconciler) recordEvents(o *observation, res planner.Result, out outcom
 		if e.Reason == planner.EventUpdateInPlace && out.updatedInPlace == nil {
 			continue // the patch failed or lost a race; PlanExecutionFailed or the next pass says so
 		}
-		r.event(o.twd, e.Type, e.Reason, "%s", e.Message)
+		r.emit(o, e, true, out)
+	}
+}
+
+// emit records e as an Event on the TWD and, if notifies, sends its
+// notification: one place decides both.
+func (r *Reconciler) emit(o *observation, e planner.Event, notifies bool, out outcome) {
+	r.event(o.twd, e.Type, e.Reason, "%s", e.Message)
+	if !notifies || r.Notifier == nil {
+		return
+	}
+	if n, ok := notification(o, e, out, r.Clock.Now()); ok {
+		r.Notifier.Notify(n)
 	}
 }
 
