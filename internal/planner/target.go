@@ -150,6 +150,9 @@ func syncTargetReplicas(v *view, p *plan, dep Deployment) {
 func abortRollout(v *view, p *plan) progress {
 	t := v.temporal()
 	msg := fmt.Sprintf("the rollout of version %s was aborted (annotation %s)", v.target, v1alpha1.AnnotationAbortRollout)
+	if ev := abortEvidence(v); ev != "" {
+		msg = fmt.Sprintf("the analysis aborted the rollout of version %s (annotation %s): %s", v.target, v1alpha1.AnnotationAbortRollout, ev)
+	}
 	switch {
 	case t.RampingBuildID != v.target:
 	case v.ours(t.LastModifierIdentity) && v.canWriteRouting() && v.in.Spec.Strategy != v1alpha1.StrategyManual:
