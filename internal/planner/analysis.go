@@ -118,7 +118,8 @@ func analysing(v *view) (time.Time, bool) {
 // lastRecord is the record of this target and window, if any.
 func lastRecord(v *view, since time.Time) *AnalysisRecord {
 	l := v.in.Analysis.Last
-	if l == nil || l.BuildID != v.target || !l.WindowStart.Equal(since) {
+	// Status keeps whole seconds.
+	if l == nil || l.BuildID != v.target || !l.WindowStart.Truncate(time.Second).Equal(since.Truncate(time.Second)) {
 		return nil
 	}
 	return l
@@ -195,15 +196,21 @@ func evaluate(v *view, since time.Time) AnalysisRecord {
 		}
 		res, msg := Judge(c, r, since)
 		cr := CheckRecord{Name: c.Name, Result: res, Message: msg}
-		if res == v1alpha1.AnalysisFailed {
-			cr.ConsecutiveFailures = 1
-			if last != nil {
-				for _, l := range last.Checks {
-					if l.Name == c.Name {
-						cr.ConsecutiveFailures = l.ConsecutiveFailures + 1
-					}
+		// A pass starts the count again; an inconclusive evaluation (a
+		// failed read) neither counts nor forgives.
+		prev := int32(0)
+		if last != nil {
+			for _, l := range last.Checks {
+				if l.Name == c.Name {
+					prev = l.ConsecutiveFailures
 				}
 			}
+		}
+		switch res {
+		case v1alpha1.AnalysisFailed:
+			cr.ConsecutiveFailures = prev + 1
+		case v1alpha1.AnalysisInconclusive:
+			cr.ConsecutiveFailures = prev
 		}
 		rec.Checks = append(rec.Checks, cr)
 	}
@@ -267,7 +274,8 @@ func judgeRamp(v *view, p *plan) (prog progress, stop bool, hold string) {
 	switch {
 	case beyond && a.DryRun:
 		if fresh {
-			p.event(EventWarning, v1alpha1.ReasonAnalysisFailed, fmt.Sprintf(
+			// Normal: Warnings are only emitted when Ready changes.
+			p.event(EventNormal, v1alpha1.ReasonAnalysisFailed, fmt.Sprintf(
 				"dry run: the rollout of version %s would be aborted: %s (spec.rollout.analysis.dryRun aborts nothing)", v.target, failed.Message))
 		}
 		return progress{}, false, ""

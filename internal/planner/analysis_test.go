@@ -81,13 +81,18 @@ func TestAnalysisDecides(t *testing.T) {
 		"no evaluation yet holds the step":         {with(base(), analysed), nil, v1alpha1.ReasonRamping, false, "not been evaluated yet"},
 		"a failure within the limit holds":         {with(base(), analysed, limit(2), read(40, 30)), nil, v1alpha1.ReasonRamping, false, "is Failed"},
 		"failures in a row beyond the limit abort": {with(base(), analysed, limit(2), lastFailed(2), read(40, 30)), removeRamp, v1alpha1.ReasonRolloutAborted, true, "failed 3 time(s) in a row"},
-		"a new window counts afresh":               {with(base(), analysed, limit(2), lastFailed(2), newWindow, read(40, 30)), nil, v1alpha1.ReasonRamping, false, "is Failed"},
-		"the last verdict stands between reads":    {with(base(), analysed, limit(2), lastFailed(1)), nil, v1alpha1.ReasonRamping, false, "is Failed"},
-		"dry run aborts and holds nothing":         {with(base(), analysed, dryRun, read(40, 30)), next, v1alpha1.ReasonRamping, false, "setting the ramp"},
-		"within its pause the step waits anyway":   {with(base(), analysed, func(in *Input) { in.Temporal.RampChangedAt = t0 }, read(5, 0)), nil, v1alpha1.ReasonRamping, false, "next step (50%)"},
-		"a paused rollout still aborts":            {with(base(), analysed, func(in *Input) { in.Spec.Paused = true }, read(40, 30)), removeRamp, v1alpha1.ReasonRolloutAborted, true, "30 of 40"},
-		"someone else's ramp stays on abort":       {with(base(), analysed, func(in *Input) { in.Temporal.LastModifierIdentity = "alice" }, read(40, 30)), nil, v1alpha1.ReasonRolloutAborted, true, `set by "alice" and stays`},
-		"the last step is not promoted on a hold":  {with(base(), analysed, func(in *Input) { in.Temporal.RampPercentage = 50 }, read(5, 0)), nil, v1alpha1.ReasonRamping, false, "holding the 50% ramp"},
+		"an inconclusive read keeps the count":     {with(base(), analysed, limit(2), lastFailed(2), read(5, 5)), nil, v1alpha1.ReasonRamping, false, "Inconclusive"},
+		"a window differing in nanoseconds is the same": {with(base(), analysed, limit(2), lastFailed(2), func(in *Input) {
+			in.Analysis.Last.WindowStart = window.Add(-time.Millisecond * 0).Truncate(time.Second)
+			setVersion(in, withRampingSince(version("v2", v1alpha1.VersionRamping), ptr(window.Add(300*time.Millisecond))))
+		}, read(40, 30)), removeRamp, v1alpha1.ReasonRolloutAborted, true, "3 time(s)"},
+		"a new window counts afresh":              {with(base(), analysed, limit(2), lastFailed(2), newWindow, read(40, 30)), nil, v1alpha1.ReasonRamping, false, "is Failed"},
+		"the last verdict stands between reads":   {with(base(), analysed, limit(2), lastFailed(1)), nil, v1alpha1.ReasonRamping, false, "is Failed"},
+		"dry run aborts and holds nothing":        {with(base(), analysed, dryRun, read(40, 30)), next, v1alpha1.ReasonRamping, false, "setting the ramp"},
+		"within its pause the step waits anyway":  {with(base(), analysed, func(in *Input) { in.Temporal.RampChangedAt = t0 }, read(5, 0)), nil, v1alpha1.ReasonRamping, false, "next step (50%)"},
+		"a paused rollout still aborts":           {with(base(), analysed, func(in *Input) { in.Spec.Paused = true }, read(40, 30)), removeRamp, v1alpha1.ReasonRolloutAborted, true, "30 of 40"},
+		"someone else's ramp stays on abort":      {with(base(), analysed, func(in *Input) { in.Temporal.LastModifierIdentity = "alice" }, read(40, 30)), nil, v1alpha1.ReasonRolloutAborted, true, `set by "alice" and stays`},
+		"the last step is not promoted on a hold": {with(base(), analysed, func(in *Input) { in.Temporal.RampPercentage = 50 }, read(5, 0)), nil, v1alpha1.ReasonRamping, false, "holding the 50% ramp"},
 	} {
 		got := Plan(tc.in)
 		if (got.Routing == nil) != (tc.routing == nil) || (got.Routing != nil && *got.Routing != *tc.routing) {
