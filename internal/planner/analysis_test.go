@@ -153,7 +153,8 @@ func TestAbortedByAnalysisKeepsEvidence(t *testing.T) {
 		in.Analysis.Last = &AnalysisRecord{BuildID: "v2", WindowStart: window, Aborted: "check failures failed: 30 of 40"}
 	})
 	got := Plan(in)
-	if got.Ready.Reason != v1alpha1.ReasonRolloutAborted || !strings.Contains(got.Ready.Message, "30 of 40") || got.Routing == nil || got.Routing.Op != RemoveRamp {
+	if got.Ready.Reason != v1alpha1.ReasonRolloutAborted || !strings.Contains(got.Ready.Message, "30 of 40") || !strings.Contains(got.Ready.Message, "kubectl rainbow retry") ||
+		got.Routing == nil || got.Routing.Op != RemoveRamp {
 		t.Fatalf("want RolloutAborted with the evidence and the ramp removed, got %s (%s) %+v", got.Ready.Reason, got.Ready.Message, got.Routing)
 	}
 	if got.Analysis == nil || got.Analysis.Aborted == "" || got.AbortRollout != nil {

@@ -161,6 +161,9 @@ func abortRollout(v *view, p *plan) progress {
 	default:
 		msg += fmt.Sprintf("; its ramp of %d%% was set by %q and stays", t.RampPercentage, t.LastModifierIdentity)
 	}
+	if abortEvidence(v) != "" {
+		return blockedBecause(v1alpha1.ReasonRolloutAborted, msg+abortAdvice(v))
+	}
 	return blockedBecause(v1alpha1.ReasonRolloutAborted, msg+
 		"; new workflows go to the current version. To retry, remove the annotation; to roll back, set spec.template back")
 }
