@@ -22,8 +22,9 @@ import (
 // starts all along: two healthy versions become current without an abort
 // (no false positive); a version whose workers fail 60% of the workflows
 // is aborted at the first step, routing goes back to the current version,
-// and status, an Event and a metric carry the evidence; a version whose
-// checks cannot reach minSamples holds its first step.
+// and status, an Event and a metric carry the evidence; a retry judges it
+// afresh (and aborts it again); a version whose checks cannot reach
+// minSamples holds its first step.
 func TestRolloutAnalysis(t *testing.T) {
 	r := newRollout(env.NewTest(t), "analysis")
 	twd := r.Spec("v1")
@@ -101,6 +102,19 @@ func TestRolloutAnalysis(t *testing.T) {
 	// Its workers stay for the workflows pinned to it.
 	if d := r.deployment(v4); d == nil || d.Spec.Replicas == nil || *d.Spec.Replicas == 0 {
 		t.Fatalf("the aborted version's Deployment was scaled down or deleted: %v", d)
+	}
+
+	// Retry (what kubectl rainbow retry does: remove the annotation): the
+	// version ramps again from its first step, counted in a new window, and
+	// is aborted again on evidence of its own.
+	first := *a
+	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) { delete(t.Annotations, v1alpha1.AnnotationAbortRollout) })
+	again := r.waitFor(3*time.Minute, "the retried rollout of "+v4+" aborted again", func(twd *v1alpha1.TemporalWorkerDeployment) bool {
+		a := twd.Status.Analysis
+		return a != nil && a.AbortedAt != nil && a.AbortedAt.After(first.AbortedAt.Time) && twd.Annotations[v1alpha1.AnnotationAbortRollout] == v4
+	})
+	if w := again.Status.Analysis.WindowStart; w == nil || !w.After(first.AbortedAt.Time) {
+		t.Fatalf("the retry was judged in window %v, not one that started after the first abort (%s)", w, first.AbortedAt)
 	}
 
 	// Too few samples: the first step holds past its pause, and says why.

@@ -162,9 +162,9 @@ func analysisSpec(a *v1alpha1.AnalysisSpec) *planner.Analysis {
 	}
 	for _, c := range a.Checks {
 		pc := planner.Check{Name: c.Name, Kind: c.Kind, MaxPercent: c.MaxPercent, CompareCurrent: c.Compare == v1alpha1.CompareCurrent,
-			MinSamples: int64(max(c.MinSamples, 1)), FailureLimit: c.FailureLimit}
-		if c.MinSamples == 0 {
-			pc.MinSamples = 20
+			MinSamples: int64(c.MinSamples), FailureLimit: c.FailureLimit}
+		if pc.MinSamples <= 0 {
+			pc.MinSamples = 20 // the CRD's default
 		}
 		if c.MarginPercent != nil {
 			pc.MarginPercent = *c.MarginPercent
