@@ -24,7 +24,8 @@ import (
 // is aborted at the first step, routing goes back to the current version,
 // and status, an Event and a metric carry the evidence; a retry judges it
 // afresh (and aborts it again); a version whose checks cannot reach
-// minSamples holds its first step.
+// minSamples holds its first step; under dryRun a bad version is only
+// reported, and becomes current.
 func TestRolloutAnalysis(t *testing.T) {
 	r := newRollout(env.NewTest(t), "analysis")
 	twd := r.Spec("v1")
@@ -113,8 +114,9 @@ func TestRolloutAnalysis(t *testing.T) {
 		a := twd.Status.Analysis
 		return a != nil && a.AbortedAt != nil && a.AbortedAt.After(first.AbortedAt.Time) && twd.Annotations[v1alpha1.AnnotationAbortRollout] == v4
 	})
-	if w := again.Status.Analysis.WindowStart; w == nil || !w.After(first.AbortedAt.Time) {
-		t.Fatalf("the retry was judged in window %v, not one that started after the first abort (%s)", w, first.AbortedAt)
+	// Status keeps whole seconds: the new window may start in the second of the first abort.
+	if w := again.Status.Analysis.WindowStart; w == nil || w.Before(first.AbortedAt) || !w.After(first.WindowStart.Time) {
+		t.Fatalf("the retry was judged in window %v, not a new one starting at or after the first abort (%s)", w, first.AbortedAt)
 	}
 
 	// Too few samples: the first step holds past its pause, and says why.
@@ -142,6 +144,35 @@ func TestRolloutAnalysis(t *testing.T) {
 	if cur, ramping, pct := r.routing(); cur != v3 || ramping != v5 || pct != 30 {
 		t.Fatalf("routing while inconclusive: current %s, %s ramping %g%%; want %s current and %s held at 30%%", cur, ramping, pct, v3, v5)
 	}
+
+	// Dry run: a bad version is reported, not aborted, and becomes current.
+	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {
+		c := &t.Spec.Template.Spec.Containers[0]
+		c.Image = "rainbow.local/demo-worker:v6"
+		c.Env = append(c.Env, corev1.EnvVar{Name: "DEMO_FAIL_SHARE", Value: "0.6"})
+		t.Spec.Rollout.Analysis.Checks[0].MinSamples = 8
+		t.Spec.Rollout.Analysis.DryRun = true
+	})
+	v6 := r.BuildID()
+	done := r.WaitCurrent(4*time.Minute, v6)
+	if done.Annotations[v1alpha1.AnnotationAbortRollout] == v6 { // it still names v4, aborted above
+		t.Fatalf("a dry run aborted %s: %s", v6, describe(done))
+	}
+	if a := done.Status.Analysis; a == nil || a.BuildID != v6 || a.Aborted != "" {
+		t.Fatalf("the dry run's report of %s: %+v, want its checks and no abort", v6, a)
+	}
+	r.Eventually(time.Minute, "an Event saying the dry run would have aborted "+v6, func() (bool, string) {
+		list, err := r.Env.Clients.EventsV1().Events(r.Namespace).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Name == r.Name && e.Reason == v1alpha1.ReasonAnalysisFailed && strings.Contains(e.Note, "dry run") && strings.Contains(e.Note, v6) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d Events", len(list.Items))
+	})
 	r.Logf("%d Hello workflows started", started.Load())
 }
 
