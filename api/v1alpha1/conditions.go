@@ -72,6 +72,13 @@ const (
 	// ReasonRolloutAborted: the annotation AnnotationAbortRollout names the
 	// target; it gets no traffic and the ramp the controller set is removed.
 	ReasonRolloutAborted = "RolloutAborted"
+	// ReasonAnalysisFailed: a check of spec.rollout.analysis failed more
+	// than its failureLimit times in a row (the Event's reason; the
+	// condition says RolloutAborted).
+	ReasonAnalysisFailed = "AnalysisFailed"
+	// ReasonAnalysisInconclusive: a check could not decide (too few
+	// samples, or Temporal could not be read); the step holds.
+	ReasonAnalysisInconclusive = "AnalysisInconclusive"
 	// ReasonProgressDeadlineExceeded: the target's workers did not become
 	// available and poll every task queue within
 	// spec.rollout.progressDeadline, and it never had traffic.

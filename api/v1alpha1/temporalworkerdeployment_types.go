@@ -112,6 +112,7 @@ type ConnectionReference struct {
 // +kubebuilder:validation:XValidation:rule="self.strategy != 'Progressive' || (has(self.steps) && size(self.steps) > 0)",message="rollout.steps is required when rollout.strategy is Progressive",fieldPath=".steps"
 // +kubebuilder:validation:XValidation:rule="!has(self.steps) || self.steps.map(s, s.rampPercentage).isSorted()",message="rollout.steps[].rampPercentage must be strictly increasing",fieldPath=".steps"
 // +kubebuilder:validation:XValidation:rule="!has(self.steps) || self.steps.all(a, self.steps.exists_one(b, b.rampPercentage == a.rampPercentage))",message="rollout.steps[].rampPercentage must be strictly increasing (no repeated values)",fieldPath=".steps"
+// +kubebuilder:validation:XValidation:rule="!has(self.analysis) || self.strategy == 'Progressive'",message="spec.rollout.analysis needs spec.rollout.strategy Progressive: it judges ramp steps",fieldPath=".analysis"
 type RolloutSpec struct {
 	// Strategy is Manual, AllAtOnce or Progressive.
 	// +kubebuilder:default=AllAtOnce
@@ -167,6 +168,106 @@ type RolloutSpec struct {
 	// (kubectl rainbow resume NAME).
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+
+	// Analysis judges a Progressive rollout from Temporal's own records
+	// while the target ramps: no step advances and nothing is promoted
+	// while a check fails or is inconclusive, and a check failing more
+	// than its failureLimit times in a row aborts the rollout
+	// (RolloutAborted): the ramp is removed and the target keeps its
+	// workers for its pinned workflows.
+	// +optional
+	Analysis *AnalysisSpec `json:"analysis,omitempty"`
+}
+
+// AnalysisCheckKind is what a check measures.
+// +kubebuilder:validation:Enum=WorkflowFailureRate;BacklogAge
+type AnalysisCheckKind string
+
+const (
+	// CheckWorkflowFailureRate: the share of workflows that started on the
+	// target since it got traffic and closed Failed, TimedOut or
+	// Terminated, among those that closed (Temporal's visibility).
+	CheckWorkflowFailureRate AnalysisCheckKind = "WorkflowFailureRate"
+	// CheckBacklogAge: the age of the oldest task waiting in the target's
+	// task queues (Temporal's task queue statistics).
+	CheckBacklogAge AnalysisCheckKind = "BacklogAge"
+)
+
+// AnalysisCompare names what a failure rate is compared with.
+// +kubebuilder:validation:Enum=Current
+type AnalysisCompare string
+
+// CompareCurrent compares with the current version's rate over the same window.
+const CompareCurrent AnalysisCompare = "Current"
+
+// AnalysisSpec lists the checks of a Progressive rollout.
+// +kubebuilder:validation:XValidation:rule="self.checks.all(a, self.checks.exists_one(b, b.name == a.name))",message="spec.rollout.analysis.checks[].name must be unique",fieldPath=".checks"
+type AnalysisSpec struct {
+	// Checks are judged together; each passes, fails or is inconclusive.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=10
+	// +listType=atomic
+	Checks []AnalysisCheck `json:"checks"`
+	// Interval between evaluations (each costs reads of Temporal's
+	// visibility store, see docs/analysis.md).
+	// +optional
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('5s') && duration(self) <= duration('1h')",message="spec.rollout.analysis.interval must be between 5s and 1h"
+	Interval *metav1.Duration `json:"interval,omitempty"`
+	// DryRun evaluates and reports (status, Events, metrics) what would
+	// abort, and aborts nothing: failing checks hold no step either.
+	// +optional
+	DryRun bool `json:"dryRun,omitempty"`
+}
+
+// AnalysisCheck is one check of a rollout analysis.
+// +kubebuilder:validation:XValidation:rule="self.kind != 'WorkflowFailureRate' || (has(self.maxPercent) != has(self.compare))",message="spec.rollout.analysis.checks[]: a WorkflowFailureRate check needs exactly one of maxPercent and compare",fieldPath=".maxPercent"
+// +kubebuilder:validation:XValidation:rule="self.kind != 'BacklogAge' || (has(self.maxAge) && !has(self.maxPercent) && !has(self.compare) && !has(self.marginPercent))",message="spec.rollout.analysis.checks[]: a BacklogAge check needs maxAge, and takes no maxPercent, compare or marginPercent",fieldPath=".maxAge"
+// +kubebuilder:validation:XValidation:rule="self.kind != 'WorkflowFailureRate' || !has(self.maxAge)",message="spec.rollout.analysis.checks[].maxAge is for BacklogAge checks only",fieldPath=".maxAge"
+// +kubebuilder:validation:XValidation:rule="!has(self.marginPercent) || has(self.compare)",message="spec.rollout.analysis.checks[].marginPercent needs compare",fieldPath=".marginPercent"
+type AnalysisCheck struct {
+	// Name identifies the check in status, Events and metrics.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+	// Kind is WorkflowFailureRate or BacklogAge.
+	Kind AnalysisCheckKind `json:"kind"`
+	// MaxPercent fails a WorkflowFailureRate check whose rate is above it.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	MaxPercent *int32 `json:"maxPercent,omitempty"`
+	// Compare: Current fails a WorkflowFailureRate check whose rate is
+	// above the current version's over the same window plus marginPercent.
+	// +optional
+	Compare AnalysisCompare `json:"compare,omitempty"`
+	// MarginPercent is the percentage points the target's rate may exceed
+	// the current version's by.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	MarginPercent *int32 `json:"marginPercent,omitempty"`
+	// MaxAge fails a BacklogAge check whose oldest waiting task is older.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
+	// MinSamples is the fewest closed workflows of the target (and, with
+	// compare, of the current version) a WorkflowFailureRate check
+	// decides on; below it the check is inconclusive and holds the step.
+	// +optional
+	// +kubebuilder:default=20
+	// +kubebuilder:validation:Minimum=1
+	MinSamples int32 `json:"minSamples,omitempty"`
+	// FailureLimit is how many evaluations in a row may fail before the
+	// rollout aborts: 0 aborts at the first failure.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	FailureLimit int32 `json:"failureLimit,omitempty"`
 }
 
 // DeploymentMetadata is metadata for the versioned Deployment objects.
@@ -506,6 +607,51 @@ type GateStatus struct {
 	CancelRequestedAt *metav1.Time `json:"cancelRequestedAt,omitempty"`
 }
 
+// AnalysisResult is a check's verdict.
+type AnalysisResult string
+
+const (
+	AnalysisPassed       AnalysisResult = "Passed"
+	AnalysisFailed       AnalysisResult = "Failed"
+	AnalysisInconclusive AnalysisResult = "Inconclusive"
+)
+
+// AnalysisStatus is the latest evaluation of a target's analysis.
+type AnalysisStatus struct {
+	BuildID string `json:"buildID"`
+	// EvaluatedAt is when Temporal was last read for the checks.
+	// +optional
+	EvaluatedAt *metav1.Time `json:"evaluatedAt,omitempty"`
+	// WindowStart is when the target last started ramping: only
+	// workflows started since count.
+	// +optional
+	WindowStart *metav1.Time `json:"windowStart,omitempty"`
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10
+	Checks []AnalysisCheckStatus `json:"checks,omitempty"`
+	// Aborted is the evidence the rollout was aborted on (which check,
+	// its values, the window); empty while it was not.
+	// +optional
+	Aborted string `json:"aborted,omitempty"`
+	// AbortedAt is when the analysis aborted the rollout; a retry (the
+	// annotation removed) starts counting afresh.
+	// +optional
+	AbortedAt *metav1.Time `json:"abortedAt,omitempty"`
+}
+
+// AnalysisCheckStatus is one check's latest verdict and evidence.
+type AnalysisCheckStatus struct {
+	Name   string         `json:"name"`
+	Result AnalysisResult `json:"result"`
+	// ConsecutiveFailures counts failed evaluations in a row.
+	// +optional
+	ConsecutiveFailures int32 `json:"consecutiveFailures,omitempty"`
+	// Message is the evidence: values, bound and window.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
 // TemporalWorkerDeploymentStatus is the observed state.
 type TemporalWorkerDeploymentStatus struct {
 	// +optional
@@ -526,6 +672,10 @@ type TemporalWorkerDeploymentStatus struct {
 	// Gate is the latest gate workflow run.
 	// +optional
 	Gate *GateStatus `json:"gate,omitempty"`
+	// Analysis is the latest evaluation of spec.rollout.analysis for the
+	// target, and the evidence of an abort.
+	// +optional
+	Analysis *AnalysisStatus `json:"analysis,omitempty"`
 	// Conditions: Ready and Progressing, for kubectl wait and CD tools.
 	// +optional
 	// +listType=map

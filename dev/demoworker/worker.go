@@ -18,6 +18,9 @@ type Options struct {
 	// MaxConcurrentActivities bounds the activities a worker runs at once
 	// (DEMO_MAX_CONCURRENT_ACTIVITIES); 0 is the SDK's default.
 	MaxConcurrentActivities int
+	// FailShare is the share of Hello workflows that fail
+	// (DEMO_FAIL_SHARE, 0 to 1): a bad version for rollout analysis.
+	FailShare float64
 }
 
 // NewWithOptions is New with opts.
@@ -33,7 +36,7 @@ func NewWithOptions(c client.Client, env workerenv.Config, taskQueue string, opt
 		MaxConcurrentActivityExecutionSize: opts.MaxConcurrentActivities,
 	})
 	pinned := workflow.RegisterOptions{VersioningBehavior: workflow.VersioningBehaviorPinned}
-	w.RegisterWorkflowWithOptions(Hello, withName(pinned, HelloWorkflow))
+	w.RegisterWorkflowWithOptions(failing(Hello, opts.FailShare), withName(pinned, HelloWorkflow))
 	w.RegisterWorkflowWithOptions(Long, withName(pinned, LongPinnedWorkflow))
 	w.RegisterWorkflowWithOptions(RolloutGate, withName(pinned, GateWorkflow))
 	w.RegisterWorkflowWithOptions(IgnoreCancelGate, withName(pinned, IgnoreCancelGateWorkflow))

@@ -6,9 +6,11 @@ package demoworker
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 )
 
@@ -126,6 +128,22 @@ func Hello(ctx workflow.Context, name string) (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("hello %s from %s", name, id), nil
+}
+
+// failing makes a share of the workflow's runs fail, chosen by a hash of
+// the workflow ID so that a replay decides the same.
+func failing(wf func(workflow.Context, string) (string, error), share float64) func(workflow.Context, string) (string, error) {
+	if share <= 0 {
+		return wf
+	}
+	return func(ctx workflow.Context, name string) (string, error) {
+		h := fnv.New32a()
+		h.Write([]byte(workflow.GetInfo(ctx).WorkflowExecution.ID))
+		if float64(h.Sum32()%1000) < share*1000 {
+			return "", temporal.NewNonRetryableApplicationError(fmt.Sprintf("demo failure: DEMO_FAIL_SHARE=%g", share), "DemoFailure", nil)
+		}
+		return wf(ctx, name)
+	}
 }
 
 // Long runs until the finish signal or its duration, calling WhoAmI at the

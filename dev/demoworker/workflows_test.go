@@ -2,10 +2,12 @@ package demoworker
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -99,5 +101,27 @@ func TestLongContinuesAsNewOnSignal(t *testing.T) {
 	}
 	if next.ContinuedFrom != "v1" || next.Duration != 50*time.Minute || next.Tick != 7*time.Minute {
 		t.Fatalf("next run's input = %+v, want ContinuedFrom v1 and the 50m left", next)
+	}
+}
+
+func TestFailShare(t *testing.T) {
+	failed := 0
+	for i := range 40 {
+		env := newEnv(t)
+		env.RegisterWorkflowWithOptions(failing(Hello, 0.5), workflow.RegisterOptions{Name: HelloWorkflow})
+		env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: fmt.Sprintf("hello-%d", i)})
+		env.ExecuteWorkflow(HelloWorkflow, "x")
+		if env.GetWorkflowError() != nil {
+			failed++
+		}
+	}
+	if failed < 10 || failed > 30 {
+		t.Fatalf("%d of 40 failed with DEMO_FAIL_SHARE=0.5", failed)
+	}
+	env := newEnv(t)
+	env.RegisterWorkflowWithOptions(failing(Hello, 0), workflow.RegisterOptions{Name: HelloWorkflow})
+	env.ExecuteWorkflow(HelloWorkflow, "x")
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatalf("share 0 failed: %v", err)
 	}
 }

@@ -37,6 +37,13 @@
 //     GateCancelGrace (in gate.go).
 //   - While Temporal still applies a routing change to the task queues'
 //     partitions, nothing is retired and status keeps the routing it showed (in propagation.go).
+//   - While a Progressive target ramps, spec.rollout.analysis judges it
+//     from Temporal's records (AnalysisToRead says when observe reads, at
+//     most once per interval): no step ends and nothing is promoted while a
+//     check fails or is inconclusive (too few samples, a failed read); a
+//     check failing more than its failureLimit times in a row aborts the
+//     rollout as the annotation does (AbortRollout, AnalysisFailed), with
+//     the evidence in status; dryRun only reports (in analysis.go).
 //   - A paused rollout (spec.rollout.paused) gets no further ramp step and no
 //     promotion once its gate passed; everything else goes on: the target's
 //     Deployment, rollbacks, aborts, sunsets, drains (in promotion.go).

@@ -60,7 +60,7 @@ func violations(in Input, r Result) []error {
 		return slices.Concat(adoptionViolations(in, r), readViolations(in))
 	}
 	return slices.Concat(safetyViolations(in, r), ownedViolations(in, r), autoscaleViolations(in, r), drainViolations(in, r), readViolations(in),
-		gateViolations(in, r), deadlineViolations(in, r), pausedViolations(in, r))
+		gateViolations(in, r), deadlineViolations(in, r), pausedViolations(in, r), analysisViolations(in, r))
 }
 
 // readViolations checks the lists that tell observe what to read from
@@ -230,6 +230,7 @@ func fuzzInput(data []byte) Input {
 		}
 	}
 	in.Spec.AdoptionPending = s.Intn(10) == 0
+	fuzzAnalysis(s, &in)
 	return in
 }
 

@@ -52,6 +52,9 @@ func decide(in Input) Result {
 	}
 	takeManagerRole(v, p)
 	prog := awaitPropagation(v, p, planTarget(v, p))
+	if p.res.Analysis == nil {
+		p.res.Analysis = keptRecord(v)
+	}
 	planSunset(v, p)
 	drains := planDrain(v, p)
 	planSync(v, p)

@@ -34,6 +34,11 @@ func promote(v *view, p *plan) progress {
 	if prog, hold := gate(v, p); hold {
 		return prog
 	}
+	// Judged before the pause: a paused rollout still aborts.
+	prog, stop, hold := judgeRamp(v, p)
+	if stop {
+		return prog
+	}
 	if v.in.Spec.Paused {
 		return paused(v)
 	}
@@ -41,7 +46,7 @@ func promote(v *view, p *plan) progress {
 	case v1alpha1.StrategyAllAtOnce:
 		return makeCurrent(v, p, EventPromote, fmt.Sprintf("making version %s current (AllAtOnce)", v.target))
 	case v1alpha1.StrategyProgressive:
-		return progressive(v, p)
+		return progressive(v, p, hold)
 	default: // Manual
 		p.waitFor(WaitRouting)
 		return movingBecause(v1alpha1.ReasonWaitingForPromotion, manualMessage(v))
@@ -158,7 +163,8 @@ func makeCurrent(v *view, p *plan, reason, msg string) progress {
 // current, no unversioned workers) has nobody to share traffic with, so it
 // becomes current directly. Each pause is measured from Temporal's ramp
 // change time, so a restarted controller keeps the schedule.
-func progressive(v *view, p *plan) progress {
+// hold, from the analysis, says why the target's step may not end yet.
+func progressive(v *view, p *plan, hold string) progress {
 	t := v.temporal()
 	steps := v.in.Spec.Steps
 	if t.RampingBuildID != v.target {
@@ -168,6 +174,10 @@ func progressive(v *view, p *plan) progress {
 		return ramp(v, p, steps[0].RampPercentage)
 	}
 	i := stepIndex(steps, t.RampPercentage)
+	if hold != "" && (i < 0 || stepOver(v, steps[i])) {
+		return movingBecause(v1alpha1.ReasonRamping, fmt.Sprintf("holding the %d%% ramp of version %s: %s",
+			t.RampPercentage, v.target, hold))
+	}
 	if i < 0 {
 		// The steps changed mid-ramp: go on from the first step above.
 		if next := firstStepAbove(steps, t.RampPercentage); next >= 0 {
@@ -200,6 +210,12 @@ func ramp(v *view, p *plan, pct int32) progress {
 	p.route(Routing{Op: SetRamp, BuildID: v.target, RampPercentage: pct}, EventRamp,
 		fmt.Sprintf("ramping %d%% of new workflows to version %s", pct, v.target))
 	return movingBecause(v1alpha1.ReasonRamping, fmt.Sprintf("setting the ramp of version %s to %d%%", v.target, pct))
+}
+
+// stepOver: the step's pause has passed (or cannot be timed).
+func stepOver(v *view, s Step) bool {
+	start, ok := rampStart(v)
+	return !ok || !v.now().Before(start.Add(s.Pause))
 }
 
 // rampStart is when the current ramp step began: the routing config's ramp

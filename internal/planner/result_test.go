@@ -10,7 +10,7 @@ import (
 func TestActsCoversEveryAction(t *testing.T) {
 	report := map[string]bool{"State": true, "Versions": true, "Ready": true, "Progressing": true, "Events": true,
 		"RequeueAfter": true, "SkipDrainage": true, "WaitsFor": true, "OwnedResourceStatus": true, "RoutingPropagating": true,
-		"TargetCompleted": true, "Projected": true}
+		"TargetCompleted": true, "Projected": true, "Analysis": true, "AnalysisResults": true}
 	typ := reflect.TypeFor[Result]()
 	for i := range typ.NumField() {
 		f := typ.Field(i)

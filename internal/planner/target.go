@@ -150,6 +150,9 @@ func syncTargetReplicas(v *view, p *plan, dep Deployment) {
 func abortRollout(v *view, p *plan) progress {
 	t := v.temporal()
 	msg := fmt.Sprintf("the rollout of version %s was aborted (annotation %s)", v.target, v1alpha1.AnnotationAbortRollout)
+	if ev := abortEvidence(v); ev != "" {
+		msg = fmt.Sprintf("the analysis aborted the rollout of version %s (annotation %s): %s", v.target, v1alpha1.AnnotationAbortRollout, ev)
+	}
 	switch {
 	case t.RampingBuildID != v.target:
 	case v.ours(t.LastModifierIdentity) && v.canWriteRouting() && v.in.Spec.Strategy != v1alpha1.StrategyManual:
@@ -157,6 +160,9 @@ func abortRollout(v *view, p *plan) progress {
 		msg += "; removing its ramp"
 	default:
 		msg += fmt.Sprintf("; its ramp of %d%% was set by %q and stays", t.RampPercentage, t.LastModifierIdentity)
+	}
+	if abortEvidence(v) != "" {
+		return blockedBecause(v1alpha1.ReasonRolloutAborted, msg+abortAdvice(v))
 	}
 	return blockedBecause(v1alpha1.ReasonRolloutAborted, msg+
 		"; new workflows go to the current version. To retry, remove the annotation; to roll back, set spec.template back")

@@ -66,6 +66,8 @@ type Input struct {
 	// Pinned are this pass's listings of the versions DrainVersionsToList
 	// named; a version missing here was not listed.
 	Pinned []PinnedListing
+	// Analysis is status.analysis and this pass's reads for it.
+	Analysis AnalysisObserved
 }
 
 // Deletion is a deletion request and what spec.deletion asks of it.
@@ -126,6 +128,8 @@ type Spec struct {
 	// AdoptionPending holds everything while the migrate command hands the
 	// incumbent's Deployments over (v1alpha1.AnnotationAdoptionPending).
 	AdoptionPending bool
+	// Analysis is spec.rollout.analysis; nil without checks.
+	Analysis *Analysis
 	// TakeManagerFrom is the one other manager identity whose role the
 	// controller takes (v1alpha1.AnnotationTakeManagerFrom); "" takes none.
 	TakeManagerFrom string
@@ -311,6 +315,13 @@ type Result struct {
 	// DrainWork cancels, terminates or signals pinned workflows of
 	// draining versions.
 	DrainWork []DrainWork
+	// AbortRollout: the analysis aborted the target's rollout; the
+	// executor records it as a person's abort would be.
+	AbortRollout *AbortRollout
+	// Analysis is status.analysis after this pass; nil clears it.
+	Analysis *AnalysisRecord
+	// AnalysisResults are this pass's fresh verdicts, for the metrics.
+	AnalysisResults []CheckOutcome
 	// State says whether the rollout (or deletion) moves, is complete or
 	// is blocked; Ready and Progressing say the same for people.
 	State State
@@ -343,7 +354,8 @@ type Result struct {
 func (r Result) Acts() bool {
 	return r.CreateDeployment != nil || r.UpdateDeployment != nil || len(r.Scale) > 0 || len(r.DeleteDeployments) > 0 ||
 		len(r.SyncDeployments) > 0 || r.BecomeManager || r.Routing != nil || len(r.DeleteTemporalVersions) > 0 || r.StartGate != nil || r.CancelGate != nil ||
-		r.TerminateGate != nil || r.DeleteWorkerDeployment || r.RemoveFinalizer || len(r.OwnedResources) > 0 || len(r.DrainWork) > 0
+		r.TerminateGate != nil || r.DeleteWorkerDeployment || r.RemoveFinalizer || len(r.OwnedResources) > 0 || len(r.DrainWork) > 0 ||
+		r.AbortRollout != nil
 }
 
 // ScaleReason says why a Deployment is scaled.

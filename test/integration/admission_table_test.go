@@ -57,6 +57,10 @@ func admissionTable() []admissionRow {
 	twd := func(name, patch, field, message string) admissionRow {
 		return admissionRow{name: "twd/" + name, base: tableTWD, patch: patch, field: field, message: message}
 	}
+	// A Progressive rollout with the given analysis checks.
+	analysis := func(checks string) string {
+		return `{"spec":{"rollout":{"strategy":"Progressive","steps":[{"rampPercentage":10,"pauseDuration":"1m"}],"analysis":{"checks":` + checks + `}}}}`
+	}
 	conn := func(name, patch, field, message string) admissionRow {
 		return admissionRow{name: "connection/" + name, base: tableConnection, patch: patch, field: field, message: message}
 	}
@@ -109,6 +113,27 @@ func admissionTable() []admissionRow {
 		twd("progressDeadline over a week", `{"spec":{"rollout":{"progressDeadline":"200h"}}}`, "spec.rollout.progressDeadline", "must be between 10s and 168h"),
 		twd("progressDeadline that is no duration", `{"spec":{"rollout":{"progressDeadline":"10 minutes"}}}`, "spec.rollout.progressDeadline", "should match"),
 		twd("paused that is no bool", `{"spec":{"rollout":{"paused":"yes"}}}`, "spec.rollout.paused", "must be of type boolean"),
+		twd("analysis without Progressive", `{"spec":{"rollout":{"analysis":{"checks":[{"name":"f","kind":"WorkflowFailureRate","maxPercent":5}]}}}}`,
+			"spec.rollout.analysis", "needs spec.rollout.strategy Progressive"),
+		twd("analysis without checks", analysis(`[]`), "spec.rollout.analysis.checks", "at least 1 items"),
+		twd("analysis check names repeated", analysis(`[{"name":"f","kind":"BacklogAge","maxAge":"1m"},{"name":"f","kind":"BacklogAge","maxAge":"2m"}]`),
+			"spec.rollout.analysis.checks", "name must be unique"),
+		twd("failure rate with neither bound", analysis(`[{"name":"f","kind":"WorkflowFailureRate"}]`),
+			"spec.rollout.analysis.checks[0].maxPercent", "exactly one of maxPercent and compare"),
+		twd("failure rate with both bounds", analysis(`[{"name":"f","kind":"WorkflowFailureRate","maxPercent":5,"compare":"Current"}]`),
+			"spec.rollout.analysis.checks[0].maxPercent", "exactly one of maxPercent and compare"),
+		twd("margin without compare", analysis(`[{"name":"f","kind":"WorkflowFailureRate","maxPercent":5,"marginPercent":1}]`),
+			"spec.rollout.analysis.checks[0].marginPercent", "marginPercent needs compare"),
+		twd("backlog age without maxAge", analysis(`[{"name":"b","kind":"BacklogAge"}]`),
+			"spec.rollout.analysis.checks[0].maxAge", "a BacklogAge check needs maxAge"),
+		twd("maxPercent over 100", analysis(`[{"name":"f","kind":"WorkflowFailureRate","maxPercent":101}]`),
+			"spec.rollout.analysis.checks[0].maxPercent", "less than or equal to 100"),
+		twd("minSamples 0", analysis(`[{"name":"f","kind":"WorkflowFailureRate","maxPercent":5,"minSamples":0}]`),
+			"spec.rollout.analysis.checks[0].minSamples", "greater than or equal to 1"),
+		twd("unknown check kind", analysis(`[{"name":"f","kind":"Prometheus"}]`), "spec.rollout.analysis.checks[0].kind", "Unsupported value"),
+		twd("analysis interval under 5s", `{"spec":{"rollout":{"strategy":"Progressive","steps":[{"rampPercentage":10,"pauseDuration":"1m"}],`+
+			`"analysis":{"interval":"1s","checks":[{"name":"b","kind":"BacklogAge","maxAge":"1m"}]}}}}`,
+			"spec.rollout.analysis.interval", "must be between 5s and 1h"),
 		twd("deployment label under temporal.io/", `{"spec":{"deploymentMetadata":{"labels":{"temporal.io/build-id":"x"}}}}`,
 			"spec.deploymentMetadata.labels", "keys under temporal.io/ are the controller's"),
 		twd("deployment annotation under temporal.io/", `{"spec":{"deploymentMetadata":{"annotations":{"temporal.io/scaled-down-at":"x"}}}}`,

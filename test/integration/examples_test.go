@@ -45,6 +45,10 @@ func TestExamplesRollOut(t *testing.T) {
 				}
 			case v1alpha1.StrategyProgressive:
 				requireComplete(t, r.WaitCurrent(2*time.Minute, build))
+				if twd.Spec.Rollout.Analysis != nil {
+					// The analysis needs workflows to count on each version.
+					r.helloLoad(t)
+				}
 				exampleRampsThroughSteps(r, twd.Spec.Rollout.Steps)
 			case v1alpha1.StrategyManual:
 				got := r.waitCondition(2*time.Minute, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForPromotion)

@@ -57,6 +57,11 @@ func run(taskQueue string) error {
 			return fmt.Errorf("DEMO_MAX_CONCURRENT_ACTIVITIES=%q: %w", v, err)
 		}
 	}
+	if v := os.Getenv("DEMO_FAIL_SHARE"); v != "" {
+		if wopts.FailShare, err = strconv.ParseFloat(v, 64); err != nil || wopts.FailShare < 0 || wopts.FailShare > 1 {
+			return fmt.Errorf("DEMO_FAIL_SHARE=%q: want a share between 0 and 1", v)
+		}
+	}
 	return demoworker.NewWithOptions(c, env, taskQueue, wopts).Run(worker.InterruptCh())
 }
 

@@ -86,6 +86,7 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 		Name:               twd.Name,
 		TemporalNamespace:  twd.Spec.WorkerOptions.TemporalNamespace,
 		Drains:             drainRecords(twd.Status),
+		Analysis:           planner.AnalysisObserved{Last: analysisRecord(twd.Status.Analysis)},
 	}
 	if err := r.observeOwned(ctx, o); err != nil {
 		return nil, err
@@ -342,6 +343,7 @@ func plannerSpec(twd *v1alpha1.TemporalWorkerDeployment, target string, maxVersi
 		Paused:           twd.Spec.Rollout.Paused,
 		AdoptionPending:  twd.Annotations[v1alpha1.AnnotationAdoptionPending] != "",
 		TakeManagerFrom:  twd.Annotations[v1alpha1.AnnotationTakeManagerFrom],
+		Analysis:         analysisSpec(twd.Spec.Rollout.Analysis),
 	}
 	if s.Strategy == "" {
 		s.Strategy = v1alpha1.StrategyAllAtOnce

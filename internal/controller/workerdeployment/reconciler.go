@@ -102,6 +102,8 @@ type Reconciler struct {
 	// metadataWritten spares rewriting a target's metadata that a describe
 	// made before the write does not show.
 	metadataWritten byTWD[writtenMetadata]
+	// analysis is the analysis' read budget per Temporal namespace.
+	analysis analysisBudget
 }
 
 // +kubebuilder:rbac:groups=temporal.io,resources=temporalworkerdeployments,verbs=get;list;watch;update;patch
@@ -261,6 +263,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	r.crossCheckDrainage(ctx, o)
 	r.fillBacklogs(ctx, o)
+	r.observeAnalysis(ctx, o)
 	if o.retryBusy > 0 {
 		// Temporal answered, if only to refuse: no outage runs.
 		r.unreadable.clear(req.NamespacedName)
@@ -300,6 +303,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		r.unanswered.clear(req.NamespacedName)
 	}
 	r.recordEvents(o, res, out)
+	countEvaluations(&twd, res)
 
 	if res.RemoveFinalizer && len(out.failed) == 0 && !out.retrySoon {
 		return reconcile.Result{}, r.removeFinalizer(ctx, &twd)

@@ -38,6 +38,7 @@ func buildStatus(old v1alpha1.TemporalWorkerDeploymentStatus, generation int64, 
 	st := v1alpha1.TemporalWorkerDeploymentStatus{
 		ObservedGeneration: generation,
 		Gate:               out.gate,
+		Analysis:           analysisStatus(res.Analysis),
 		Conditions:         append([]metav1.Condition(nil), old.Conditions...),
 	}
 	for _, pv := range versions {

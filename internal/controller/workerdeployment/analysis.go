@@ -1,0 +1,239 @@
+package workerdeployment
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"golang.org/x/time/rate"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/planner"
+)
+
+// The analysis' own read budget: the reads of one evaluation are bounded
+// in time, and each Temporal namespace gets at most analysisRPS visibility
+// counts a second (burst analysisBurst) across all its TWDs, so that many
+// rollouts at once cannot crowd out the workers' own visibility queries.
+const (
+	analysisReadTimeout = 5 * time.Second
+	analysisRPS         = 2
+	analysisBurst       = 20
+)
+
+var (
+	analysisEvaluations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rainbow_analysis_evaluations_total",
+		Help: "Evaluations of a rollout analysis check, by result (Passed, Failed, Inconclusive).",
+	}, []string{"namespace", "name", "check", "result"})
+	analysisAborts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rainbow_analysis_aborts_total",
+		Help: "Rollouts the analysis aborted (reason AnalysisFailed).",
+	}, []string{"namespace", "name"})
+)
+
+func init() { metrics.Registry.MustRegister(analysisEvaluations, analysisAborts) }
+
+// analysisBudget rate-limits the analysis' reads per Temporal namespace.
+type analysisBudget struct {
+	mu       sync.Mutex
+	limiters map[string]*rate.Limiter
+}
+
+func (b *analysisBudget) allow(key string, n int, now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.limiters == nil {
+		b.limiters = map[string]*rate.Limiter{}
+	}
+	l, ok := b.limiters[key]
+	if !ok {
+		l = rate.NewLimiter(analysisRPS, analysisBurst)
+		b.limiters[key] = l
+	}
+	return l.AllowN(now, n)
+}
+
+// observeAnalysis reads what the analysis needs when the planner says an
+// evaluation is due (planner.AnalysisToRead): the failure counts of the
+// target and, for checks comparing with it, of the current version, and
+// the target's backlog age. A read that fails, or finds the namespace's
+// budget spent, makes its checks inconclusive, which holds the step.
+func (r *Reconciler) observeAnalysis(ctx context.Context, o *observation) {
+	if o.api == nil || o.input.Temporal == nil || o.retryBusy > 0 {
+		return
+	}
+	rd, due := planner.AnalysisToRead(o.input)
+	if !due {
+		return
+	}
+	checks := o.input.Spec.Analysis.Checks
+	counts := 0
+	for _, c := range checks {
+		if c.Kind == v1alpha1.CheckWorkflowFailureRate {
+			counts = 1
+			if c.CompareCurrent {
+				counts = 2
+				break
+			}
+		}
+	}
+	budgetErr := ""
+	if counts > 0 && !r.analysis.allow(o.connKey, counts, r.Clock.Now()) {
+		budgetErr = fmt.Sprintf("the namespace's analysis read budget (%d visibility counts a second) is spent; evaluated again in spec.rollout.analysis.interval", analysisRPS)
+	}
+	ctx, cancel := context.WithTimeout(ctx, analysisReadTimeout)
+	defer cancel()
+	type outcome struct {
+		closed, failed int64
+		err            string
+	}
+	memo := map[string]outcome{}
+	count := func(build string) outcome {
+		if out, ok := memo[build]; ok {
+			return out
+		}
+		var out outcome
+		switch {
+		case budgetErr != "":
+			out.err = budgetErr
+		case build == "":
+			out.err = "no version is current to compare with"
+		default:
+			var err error
+			out.closed, out.failed, err = o.api.Outcomes(ctx, o.deploymentName, build, rd.Since)
+			if err != nil {
+				out.err = err.Error()
+			}
+		}
+		memo[build] = out
+		return out
+	}
+	readings := make([]planner.Reading, 0, len(checks))
+	for _, c := range checks {
+		rg := planner.Reading{Check: c.Name}
+		switch c.Kind {
+		case v1alpha1.CheckWorkflowFailureRate:
+			t := count(rd.BuildID)
+			rg.Closed, rg.Failed, rg.Err = t.closed, t.failed, t.err
+			if c.CompareCurrent && rg.Err == "" {
+				cur := count(rd.CurrentBuildID)
+				rg.CurrentClosed, rg.CurrentFailed, rg.Err = cur.closed, cur.failed, cur.err
+			}
+		case v1alpha1.CheckBacklogAge:
+			d, ok := o.details[rd.BuildID]
+			if !ok {
+				var err error
+				if d, err = o.api.DescribeVersionNoPollers(ctx, o.deploymentName, rd.BuildID); err != nil {
+					rg.Err = err.Error()
+					break
+				}
+				o.details[rd.BuildID] = d
+			}
+			age, ok := d.OldestTask()
+			if !ok {
+				rg.Err = "the server reports no task queue statistics"
+			}
+			rg.BacklogAge = age
+		}
+		readings = append(readings, rg)
+	}
+	o.input.Analysis.Readings = readings
+	logf.FromContext(ctx).V(1).Info("rollout analysis read", "build", rd.BuildID, "since", rd.Since, "readings", readings)
+}
+
+// analysisSpec is spec.rollout.analysis for the planner, with the CRD's
+// defaults for objects written before they existed.
+func analysisSpec(a *v1alpha1.AnalysisSpec) *planner.Analysis {
+	if a == nil || len(a.Checks) == 0 {
+		return nil
+	}
+	out := &planner.Analysis{Interval: 30 * time.Second, DryRun: a.DryRun}
+	if a.Interval != nil {
+		out.Interval = a.Interval.Duration
+	}
+	for _, c := range a.Checks {
+		pc := planner.Check{Name: c.Name, Kind: c.Kind, MaxPercent: c.MaxPercent, CompareCurrent: c.Compare == v1alpha1.CompareCurrent,
+			MinSamples: int64(c.MinSamples), FailureLimit: c.FailureLimit}
+		if pc.MinSamples <= 0 {
+			pc.MinSamples = 20 // the CRD's default
+		}
+		if c.MarginPercent != nil {
+			pc.MarginPercent = *c.MarginPercent
+		}
+		if c.MaxAge != nil {
+			pc.MaxAge = c.MaxAge.Duration
+		}
+		out.Checks = append(out.Checks, pc)
+	}
+	return out
+}
+
+// analysisRecord is status.analysis for the planner.
+func analysisRecord(s *v1alpha1.AnalysisStatus) *planner.AnalysisRecord {
+	if s == nil {
+		return nil
+	}
+	rec := &planner.AnalysisRecord{BuildID: s.BuildID, Aborted: s.Aborted}
+	if s.EvaluatedAt != nil {
+		rec.EvaluatedAt = s.EvaluatedAt.Time
+	}
+	if s.WindowStart != nil {
+		rec.WindowStart = s.WindowStart.Time
+	}
+	if s.AbortedAt != nil {
+		rec.AbortedAt = s.AbortedAt.Time
+	}
+	for _, c := range s.Checks {
+		rec.Checks = append(rec.Checks, planner.CheckRecord{Name: c.Name, Result: c.Result, ConsecutiveFailures: c.ConsecutiveFailures, Message: c.Message})
+	}
+	return rec
+}
+
+// analysisStatus is the planner's record as status shows it.
+func analysisStatus(rec *planner.AnalysisRecord) *v1alpha1.AnalysisStatus {
+	if rec == nil {
+		return nil
+	}
+	s := &v1alpha1.AnalysisStatus{BuildID: rec.BuildID, Aborted: rec.Aborted}
+	stamp := func(t time.Time) *metav1.Time {
+		if t.IsZero() {
+			return nil
+		}
+		m := metav1.NewTime(t.Truncate(time.Second))
+		return &m
+	}
+	s.EvaluatedAt, s.WindowStart, s.AbortedAt = stamp(rec.EvaluatedAt), stamp(rec.WindowStart), stamp(rec.AbortedAt)
+	for _, c := range rec.Checks {
+		s.Checks = append(s.Checks, v1alpha1.AnalysisCheckStatus{Name: c.Name, Result: c.Result, ConsecutiveFailures: c.ConsecutiveFailures, Message: c.Message})
+	}
+	return s
+}
+
+// recordAbort sets the abort annotation to the target the analysis
+// aborted, as kubectl rainbow abort does, so that kubectl rainbow retry
+// (removing it) takes the rollout up again.
+func recordAbort(ctx context.Context, c client.Client, twd *v1alpha1.TemporalWorkerDeployment, a *planner.AbortRollout) error {
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.AnnotationAbortRollout, a.BuildID)
+	obj := &v1alpha1.TemporalWorkerDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: twd.Namespace, Name: twd.Name}}
+	if err := c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return fmt.Errorf("record the abort of version %s (annotation %s): %w", a.BuildID, v1alpha1.AnnotationAbortRollout, err)
+	}
+	analysisAborts.WithLabelValues(twd.Namespace, twd.Name).Inc()
+	return nil
+}
+
+// countEvaluations feeds the evaluations metric.
+func countEvaluations(twd *v1alpha1.TemporalWorkerDeployment, res planner.Result) {
+	for _, e := range res.AnalysisResults {
+		analysisEvaluations.WithLabelValues(twd.Namespace, twd.Name, e.Check, string(e.Result)).Inc()
+	}
+}

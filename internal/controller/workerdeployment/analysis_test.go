@@ -1,0 +1,47 @@
+package workerdeployment
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/planner"
+)
+
+// TestAnalysisRecordRoundTrip: what status keeps of an evaluation reads
+// back as the planner wrote it, in whole seconds, so that the planner
+// finds its window and failure counts again on the next pass.
+func TestAnalysisRecordRoundTrip(t *testing.T) {
+	at := time.Date(2026, 11, 27, 6, 0, 0, 0, time.UTC)
+	rec := &planner.AnalysisRecord{BuildID: "v2", EvaluatedAt: at, WindowStart: at.Add(-time.Minute), Aborted: "evidence", AbortedAt: at,
+		Checks: []planner.CheckRecord{{Name: "failures", Result: v1alpha1.AnalysisFailed, ConsecutiveFailures: 2, Message: "m"}}}
+	if got := analysisRecord(analysisStatus(rec)); !reflect.DeepEqual(got, rec) {
+		t.Fatalf("round trip: %+v, want %+v", got, rec)
+	}
+	if analysisStatus(nil) != nil || analysisRecord(nil) != nil {
+		t.Fatalf("no record must read as none")
+	}
+}
+
+// TestAnalysisSpecDefaults: objects written before a default existed get
+// the CRD's defaults.
+func TestAnalysisSpecDefaults(t *testing.T) {
+	got := analysisSpec(&v1alpha1.AnalysisSpec{Checks: []v1alpha1.AnalysisCheck{
+		{Name: "f", Kind: v1alpha1.CheckWorkflowFailureRate, Compare: v1alpha1.CompareCurrent, MarginPercent: ptr.To[int32](3)},
+		{Name: "b", Kind: v1alpha1.CheckBacklogAge, MaxAge: &metav1.Duration{Duration: time.Minute}, MinSamples: 5, FailureLimit: 2},
+	}})
+	want := &planner.Analysis{Interval: 30 * time.Second, Checks: []planner.Check{
+		{Name: "f", Kind: v1alpha1.CheckWorkflowFailureRate, CompareCurrent: true, MarginPercent: 3, MinSamples: 20},
+		{Name: "b", Kind: v1alpha1.CheckBacklogAge, MaxAge: time.Minute, MinSamples: 5, FailureLimit: 2},
+	}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("analysisSpec = %+v, want %+v", got, want)
+	}
+	if analysisSpec(nil) != nil || analysisSpec(&v1alpha1.AnalysisSpec{}) != nil {
+		t.Fatalf("no checks must be no analysis")
+	}
+}

@@ -1,0 +1,190 @@
+package planner
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+)
+
+var window = t0.Add(-10 * time.Minute) // version("v2", Ramping)'s RampingSince
+
+func TestJudge(t *testing.T) {
+	fixed := Check{Name: "failures", Kind: v1alpha1.CheckWorkflowFailureRate, MaxPercent: ptr[int32](10), MinSamples: 20}
+	vsCurrent := Check{Name: "failures", Kind: v1alpha1.CheckWorkflowFailureRate, CompareCurrent: true, MarginPercent: 5, MinSamples: 20}
+	backlog := Check{Name: "backlog", Kind: v1alpha1.CheckBacklogAge, MaxAge: time.Minute}
+	for name, tc := range map[string]struct {
+		check Check
+		read  Reading
+		since time.Time
+		want  v1alpha1.AnalysisResult
+		says  string
+	}{
+		"fixed bound, below":                {fixed, Reading{Closed: 40, Failed: 3}, window, v1alpha1.AnalysisPassed, "3 of 40"},
+		"fixed bound, equal passes":         {fixed, Reading{Closed: 40, Failed: 4}, window, v1alpha1.AnalysisPassed, "within maxPercent 10%"},
+		"fixed bound, above":                {fixed, Reading{Closed: 40, Failed: 5}, window, v1alpha1.AnalysisFailed, "above maxPercent 10%"},
+		"fixed bound, too few samples":      {fixed, Reading{Closed: 19, Failed: 19}, window, v1alpha1.AnalysisInconclusive, "minSamples (20)"},
+		"read failed":                       {fixed, Reading{Err: "visibility unavailable"}, window, v1alpha1.AnalysisInconclusive, "visibility unavailable"},
+		"window unknown":                    {fixed, Reading{Closed: 40}, time.Time{}, v1alpha1.AnalysisInconclusive, "no window"},
+		"vs current, within margin":         {vsCurrent, Reading{Closed: 100, Failed: 15, CurrentClosed: 100, CurrentFailed: 10}, window, v1alpha1.AnalysisPassed, "plus a margin of 5 points"},
+		"vs current, above margin":          {vsCurrent, Reading{Closed: 100, Failed: 16, CurrentClosed: 100, CurrentFailed: 10}, window, v1alpha1.AnalysisFailed, "current version's 10.0%"},
+		"vs current, current has too few":   {vsCurrent, Reading{Closed: 100, Failed: 90, CurrentClosed: 5}, window, v1alpha1.AnalysisInconclusive, "only 5 closed on the current version"},
+		"vs current, same rate, no margin":  {Check{Name: "f", Kind: v1alpha1.CheckWorkflowFailureRate, CompareCurrent: true, MinSamples: 1}, Reading{Closed: 3, Failed: 1, CurrentClosed: 30, CurrentFailed: 10}, window, v1alpha1.AnalysisPassed, "within"},
+		"backlog young":                     {backlog, Reading{BacklogAge: 59 * time.Second}, window, v1alpha1.AnalysisPassed, "bound 1m0s"},
+		"backlog old":                       {backlog, Reading{BacklogAge: 2 * time.Minute}, window, v1alpha1.AnalysisFailed, "2m0s old"},
+		"backlog needs no samples":          {backlog, Reading{}, window, v1alpha1.AnalysisPassed, "0s old"},
+		"the window is named in the reason": {fixed, Reading{Closed: 40, Failed: 30}, window, v1alpha1.AnalysisFailed, "since 2026-03-01T11:50:00Z"},
+	} {
+		got, msg := Judge(tc.check, tc.read, tc.since)
+		if got != tc.want || !strings.Contains(msg, tc.says) {
+			t.Errorf("%s: Judge = %s (%s), want %s saying %q", name, got, msg, tc.want, tc.says)
+		}
+	}
+}
+
+// analysed: v2 ramps 10% under Progressive steps with one failure-rate
+// check (maxPercent 10, minSamples 20, failureLimit 0), its 5m pause over.
+func analysed(in *Input) {
+	progressiveSteps(in)
+	rampingTarget(in, 10, -time.Hour)
+	in.Spec.Analysis = &Analysis{Interval: 30 * time.Second, Checks: []Check{
+		{Name: "failures", Kind: v1alpha1.CheckWorkflowFailureRate, MaxPercent: ptr[int32](10), MinSamples: 20},
+	}}
+}
+
+func read(closed, failed int64) func(*Input) {
+	return func(in *Input) { in.Analysis.Readings = []Reading{{Check: "failures", Closed: closed, Failed: failed}} }
+}
+
+func lastFailed(n int32) func(*Input) {
+	return func(in *Input) {
+		in.Analysis.Last = &AnalysisRecord{BuildID: "v2", EvaluatedAt: t0.Add(-time.Minute), WindowStart: window,
+			Checks: []CheckRecord{{Name: "failures", Result: v1alpha1.AnalysisFailed, ConsecutiveFailures: n, Message: "m"}}}
+	}
+}
+
+func TestAnalysisDecides(t *testing.T) {
+	removeRamp := &Routing{Op: RemoveRamp}
+	next := &Routing{Op: SetRamp, BuildID: "v2", RampPercentage: 50}
+	for name, tc := range map[string]struct {
+		in      Input
+		routing *Routing
+		reason  string
+		abort   bool
+		says    string
+	}{
+		"passing checks end the step":              {with(base(), analysed, read(40, 1)), next, v1alpha1.ReasonRamping, false, "setting the ramp of version v2 to 50%"},
+		"a failure beyond the limit aborts":        {with(base(), analysed, read(40, 30)), removeRamp, v1alpha1.ReasonRolloutAborted, true, "30 of 40"},
+		"too few samples hold the step":            {with(base(), analysed, read(5, 0)), nil, v1alpha1.ReasonRamping, false, "holding the 10% ramp of version v2: check failures is Inconclusive"},
+		"a failed read holds the step":             {with(base(), analysed, func(in *Input) { in.Analysis.Readings = []Reading{{Check: "failures", Err: "boom"}} }), nil, v1alpha1.ReasonRamping, false, "boom"},
+		"no evaluation yet holds the step":         {with(base(), analysed), nil, v1alpha1.ReasonRamping, false, "not been evaluated yet"},
+		"a failure within the limit holds":         {with(base(), analysed, limit(2), read(40, 30)), nil, v1alpha1.ReasonRamping, false, "is Failed"},
+		"failures in a row beyond the limit abort": {with(base(), analysed, limit(2), lastFailed(2), read(40, 30)), removeRamp, v1alpha1.ReasonRolloutAborted, true, "failed 3 time(s) in a row"},
+		"an inconclusive read keeps the count":     {with(base(), analysed, limit(2), lastFailed(2), read(5, 5)), nil, v1alpha1.ReasonRamping, false, "Inconclusive"},
+		"a window differing in nanoseconds is the same": {with(base(), analysed, limit(2), lastFailed(2), func(in *Input) {
+			in.Analysis.Last.WindowStart = window.Add(-time.Millisecond * 0).Truncate(time.Second)
+			setVersion(in, withRampingSince(version("v2", v1alpha1.VersionRamping), ptr(window.Add(300*time.Millisecond))))
+		}, read(40, 30)), removeRamp, v1alpha1.ReasonRolloutAborted, true, "3 time(s)"},
+		"a new window counts afresh":              {with(base(), analysed, limit(2), lastFailed(2), newWindow, read(40, 30)), nil, v1alpha1.ReasonRamping, false, "is Failed"},
+		"the last verdict stands between reads":   {with(base(), analysed, limit(2), lastFailed(1)), nil, v1alpha1.ReasonRamping, false, "is Failed"},
+		"dry run aborts and holds nothing":        {with(base(), analysed, dryRun, read(40, 30)), next, v1alpha1.ReasonRamping, false, "setting the ramp"},
+		"within its pause the step waits anyway":  {with(base(), analysed, func(in *Input) { in.Temporal.RampChangedAt = t0 }, read(5, 0)), nil, v1alpha1.ReasonRamping, false, "next step (50%)"},
+		"a paused rollout still aborts":           {with(base(), analysed, func(in *Input) { in.Spec.Paused = true }, read(40, 30)), removeRamp, v1alpha1.ReasonRolloutAborted, true, "30 of 40"},
+		"someone else's ramp stays on abort":      {with(base(), analysed, func(in *Input) { in.Temporal.LastModifierIdentity = "alice" }, read(40, 30)), nil, v1alpha1.ReasonRolloutAborted, true, `set by "alice" and stays`},
+		"the last step is not promoted on a hold": {with(base(), analysed, func(in *Input) { in.Temporal.RampPercentage = 50 }, read(5, 0)), nil, v1alpha1.ReasonRamping, false, "holding the 50% ramp"},
+	} {
+		got := Plan(tc.in)
+		if (got.Routing == nil) != (tc.routing == nil) || (got.Routing != nil && *got.Routing != *tc.routing) {
+			t.Errorf("%s: Routing = %+v, want %+v", name, got.Routing, tc.routing)
+		}
+		if got.Ready.Reason != tc.reason || !strings.Contains(got.Ready.Message, tc.says) {
+			t.Errorf("%s: Ready = %s (%s), want %s saying %q", name, got.Ready.Reason, got.Ready.Message, tc.reason, tc.says)
+		}
+		if (got.AbortRollout != nil) != tc.abort {
+			t.Errorf("%s: AbortRollout = %+v, want set: %v", name, got.AbortRollout, tc.abort)
+		}
+		if tc.abort {
+			if got.AbortRollout.BuildID != "v2" || got.Analysis == nil || got.Analysis.Aborted == "" || !hasEvent(got, v1alpha1.ReasonAnalysisFailed) {
+				t.Errorf("%s: an abort records v2, the evidence in status and an AnalysisFailed Event; got %+v, %+v, %+v", name, got.AbortRollout, got.Analysis, got.Events)
+			}
+			if len(got.Scale) > 0 || len(got.DeleteDeployments) > 0 {
+				t.Errorf("%s: an abort scales or deletes nothing, got %+v %+v", name, got.Scale, got.DeleteDeployments)
+			}
+		}
+	}
+}
+
+func limit(n int32) func(*Input) {
+	return func(in *Input) { in.Spec.Analysis.Checks[0].FailureLimit = n }
+}
+
+func dryRun(in *Input) { in.Spec.Analysis.DryRun = true }
+
+// newWindow: v2 started ramping again (a retry) after the last record.
+func newWindow(in *Input) {
+	setVersion(in, withRampingSince(version("v2", v1alpha1.VersionRamping), at(-time.Minute)))
+}
+
+func withRampingSince(tv TemporalVersion, s *time.Time) TemporalVersion {
+	tv.RampingSince = s
+	return tv
+}
+
+func hasEvent(r Result, reason string) bool {
+	for _, e := range r.Events {
+		if e.Reason == reason {
+			return true
+		}
+	}
+	return false
+}
+
+func TestAnalysisDryRunReports(t *testing.T) {
+	got := Plan(with(base(), analysed, dryRun, read(40, 30)))
+	if !hasEvent(got, v1alpha1.ReasonAnalysisFailed) || got.Analysis == nil || got.Analysis.Checks[0].Result != v1alpha1.AnalysisFailed || got.Analysis.Aborted != "" {
+		t.Fatalf("dry run: want an AnalysisFailed Event and the failed verdict in status, no abort; got %+v %+v", got.Events, got.Analysis)
+	}
+}
+
+func TestAbortedByAnalysisKeepsEvidence(t *testing.T) {
+	in := with(base(), analysed, func(in *Input) {
+		in.Spec.AbortedBuildID = "v2"
+		in.Analysis.Last = &AnalysisRecord{BuildID: "v2", WindowStart: window, Aborted: "check failures failed: 30 of 40"}
+	})
+	got := Plan(in)
+	if got.Ready.Reason != v1alpha1.ReasonRolloutAborted || !strings.Contains(got.Ready.Message, "30 of 40") || !strings.Contains(got.Ready.Message, "kubectl rainbow retry") ||
+		got.Routing == nil || got.Routing.Op != RemoveRamp {
+		t.Fatalf("want RolloutAborted with the evidence and the ramp removed, got %s (%s) %+v", got.Ready.Reason, got.Ready.Message, got.Routing)
+	}
+	if got.Analysis == nil || got.Analysis.Aborted == "" || got.AbortRollout != nil {
+		t.Fatalf("status keeps the evidence and the annotation is not set again: %+v %+v", got.Analysis, got.AbortRollout)
+	}
+	if _, due := AnalysisToRead(in); due {
+		t.Fatalf("an aborted target is not read for")
+	}
+}
+
+func TestAnalysisToRead(t *testing.T) {
+	for name, tc := range map[string]struct {
+		in  Input
+		due bool
+	}{
+		"ramping, never evaluated":             {with(base(), analysed), true},
+		"ramping, evaluated 1m ago":            {with(base(), analysed, lastFailed(1)), true},
+		"ramping, evaluated 10s ago":           {with(base(), analysed, lastFailed(1), func(in *Input) { in.Analysis.Last.EvaluatedAt = t0.Add(-10 * time.Second) }), false},
+		"evaluated 10s ago, in another window": {with(base(), analysed, lastFailed(1), newWindow, func(in *Input) { in.Analysis.Last.EvaluatedAt = t0.Add(-10 * time.Second) }), true},
+		"idle: the target is current":          {with(base(), analysed, rolledOut, func(in *Input) { in.Temporal.RampingBuildID = "" }), false},
+		"not ramping yet":                      {with(base(), progressiveSteps, func(in *Input) { in.Spec.Analysis = &Analysis{Checks: []Check{{Name: "x"}}} }), false},
+		"no analysis":                          {with(base(), progressiveSteps, func(in *Input) { rampingTarget(in, 10, -time.Hour) }), false},
+		"Temporal unknown":                     {with(base(), analysed, func(in *Input) { in.Temporal = nil }), false},
+	} {
+		r, due := AnalysisToRead(tc.in)
+		if due != tc.due {
+			t.Errorf("%s: due = %v, want %v", name, due, tc.due)
+		}
+		if due && (r.BuildID != "v2" || r.CurrentBuildID != "v1" || !r.Since.Equal(window) && name != "evaluated 10s ago, in another window") {
+			t.Errorf("%s: read %+v, want v2 against v1 since %s", name, r, window)
+		}
+	}
+}
