@@ -29,9 +29,6 @@ const (
 // paused (the Ready condition's reason, as an Event).
 const ReasonPaused = v1alpha1.ReasonPaused
 
-// ReasonAnalysisFailed is the reason of the Event of a failed analysis.
-const ReasonAnalysisFailed = "AnalysisFailed"
-
 // Reasons maps the reasons of the Events the TemporalWorkerDeployment
 // controller records to the notification each one sends; Events with
 // other reasons send none. Add a line here to notify a new reason.
@@ -44,7 +41,7 @@ var Reasons = map[string]Type{
 	planner.EventPromote:          RolloutPromoted,
 	planner.EventRolledBack:       RolloutPromoted,
 	planner.EventDeleteDeployment: VersionRetired,
-	ReasonAnalysisFailed:          AnalysisFailed,
+	v1alpha1.ReasonAnalysisFailed: AnalysisFailed,
 }
 
 // Event is one notification: the generic webhook body, and the data of
