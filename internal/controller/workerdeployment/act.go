@@ -107,9 +107,6 @@ func (r *Reconciler) act(ctx context.Context, o *observation, res planner.Result
 			r.kubeErr(&out, r.syncDeployment(ctx, o, d, sy))
 		}
 	}
-	if a := res.AbortRollout; a != nil {
-		r.kubeErr(&out, recordAbort(ctx, r.Client, o.twd, a))
-	}
 
 	if out.kubeInDoubt {
 		// No routing, gate or deletion in Temporal from a plan whose

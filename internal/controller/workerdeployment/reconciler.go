@@ -344,6 +344,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.writeStatus(ctx, &twd, status); err != nil {
 		return reconcile.Result{}, err
 	}
+	if a := res.AbortRollout; a != nil {
+		// After the status with the evidence: the pass the annotation
+		// wakes must read both, or it shows an abort without evidence.
+		if err := recordAbort(ctx, r.Client, &twd, a); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	// Where a pass spends its time, for profiling (--zap-log-level=1).
 	logf.FromContext(ctx).V(1).Info("pass", "temporal", o.temporalSource(), "observed", observed, "acted", acted-observed,
 		"statusWritten", r.Clock.Since(now)-acted, "routed", out.routed != nil, "ready", shown.Ready.Reason, "requeueAfter", requeue)
