@@ -141,7 +141,7 @@ func (s *story) tellAbort(ctx context.Context, conn *v1alpha1.TemporalConnection
 	if len(res.BadRamps) > 0 {
 		at = fmt.Sprintf("at its %d%% step", res.BadRamps[len(res.BadRamps)-1])
 	}
-	s.milestone(s.name(v3)+" aborted "+strings.TrimPrefix(at, "at its "), "The analysis aborted the rollout of %s %s (the first step is %d%%).", s.name(v3), at, first)
+	s.milestone(s.name(v3)+" aborted "+at, "The analysis aborted the rollout of %s %s (the first step is %d%%).", s.name(v3), at, first)
 	s.say("evidence  %s", s.shorten(st.Aborted))
 	if st.WindowStart != nil {
 		s.say("window    workflows started on %s since %s, when it started ramping (evaluated %s)", s.name(v3),
@@ -156,7 +156,6 @@ func (s *story) tellAbort(ctx context.Context, conn *v1alpha1.TemporalConnection
 	res.Event = s.aborts[len(s.aborts)-1]
 
 	// Temporal's own routing, not only the status: the ramp is gone.
-	lastSeen := ""
 	routed, err := s.wait(ctx, time.Minute, "Temporal to route every new workflow to "+s.name(v2), func(snapshot) (bool, string) {
 		resp, err := s.o.Temporal.WorkflowService().DescribeWorkerDeployment(ctx, &workflowservice.DescribeWorkerDeploymentRequest{
 			Namespace: twd.Spec.WorkerOptions.TemporalNamespace, DeploymentName: twd.WorkerDeploymentName(),
@@ -166,14 +165,13 @@ func (s *story) tellAbort(ctx context.Context, conn *v1alpha1.TemporalConnection
 		}
 		rc := resp.GetWorkerDeploymentInfo().GetRoutingConfig()
 		res.Current, res.Ramping = rc.GetCurrentDeploymentVersion().GetBuildId(), rc.GetRampingDeploymentVersion().GetBuildId()
-		lastSeen = fmt.Sprintf("Temporal: current %q, ramping %q", res.Current, res.Ramping)
-		return res.Current == v2 && res.Ramping == "", lastSeen
+		return res.Current == v2 && res.Ramping == "", fmt.Sprintf("Temporal: current %q, ramping %q", res.Current, res.Ramping)
 	})
 	if err != nil {
 		return err
 	}
-	s.milestone("traffic back on "+s.name(v2), "Temporal routes every new workflow to %s again (%s). %s keeps its pods (%s) for the workflows pinned to it.",
-		s.name(v2), lastSeen, s.name(v3), routed.pods(v3))
+	s.milestone("traffic back on "+s.name(v2), "Temporal routes every new workflow to %s again: its routing has %s current and no ramp. %s keeps its pods (%s) for the workflows pinned to it.",
+		s.name(v2), s.name(res.Current), s.name(v3), routed.pods(v3))
 
 	s.hellos.markAfter()
 	s.say("counting the Hello workflows started from now on")

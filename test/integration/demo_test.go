@@ -139,7 +139,7 @@ func TestDemoAbort(t *testing.T) {
 		"evidence  check failures failed 2 time(s) in a row",
 		"window    workflows started on v3 since ",
 		"event    Warning AnalysisFailed: the analysis aborted the rollout of version v3",
-		"traffic back on v2",
+		"Temporal routes every new workflow to v2 again: its routing has v2 current and no ramp",
 		"kubectl-rainbow -n " + tt.Namespace + " retry demo-abort",
 		"kubectl-rainbow -n " + tt.Namespace + " undo demo-abort",
 	} {
