@@ -37,12 +37,12 @@ func main() {
 		a             demo.AutoscalingOptions
 		failShare     float64
 	)
-	flag.StringVar(&story, "story", "rollout", "rollout (two rollouts, `make demo`), abort (a bad version aborted by the analysis, `make demo-abort`) or autoscaling (an HPA per version on its backlog, `make demo-autoscaling`)")
+	flag.StringVar(&story, "story", "rollout", "`name` of the story: rollout (two rollouts, make demo), abort (a bad version aborted by the analysis, make demo-abort) or autoscaling (an HPA per version on its backlog, make demo-autoscaling)")
 	flag.Float64Var(&failShare, "fail-share", 0.5, "share of workflows the bad version fails (abort story)")
 	flag.StringVar(&a.Dir, "autoscaling-examples", "examples/autoscaling", "directory holding "+demo.AutoscalingWorkerFile+" and "+demo.AutoscalingHPAFile+" (autoscaling story)")
 	flag.IntVar(&a.Burst, "burst", 24, "Work workflows started at once (autoscaling story)")
 	flag.StringVar(&envDir, "env-dir", ".dev", "state directory of the running local environment (holds env.json)")
-	flag.StringVar(&o.Dir, "examples", "examples/demo", "directory holding "+demo.ConnectionFile+" and "+demo.WorkerFile)
+	flag.StringVar(&o.Dir, "examples", "examples/demo", "directory holding "+demo.ConnectionFile+", "+demo.WorkerFile+" and "+demo.AbortFile)
 	owned := "examples/twor-hpa.yaml"
 	flag.StringVar(&owned, "owned", owned, "comma-separated TemporalWorkerOwnedResource files applied with the TemporalWorkerDeployment; empty for none")
 	flag.StringVar(&o.SecondTag, "second-tag", "v2", "image tag of the second version")
