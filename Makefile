@@ -31,6 +31,10 @@ all: bins
 demo: kube-bins bins ## Start the local environment and the controller, and show two rollouts (Ctrl-C stops)
 	@hack/demo.sh
 
+.PHONY: demo-abort
+demo-abort: kube-bins bins ## The same environment: v3 fails a share of its workflows, the analysis aborts it at the first step and traffic goes back to v2 (Ctrl-C stops)
+	@DEMO_STORY=abort hack/demo.sh
+
 .PHONY: demo-autoscaling
 demo-autoscaling: kube-bins bins ## The same environment, and an HPA per version scaling it on its own Temporal backlog (Ctrl-C stops)
 	@DEMO_STORY=autoscaling hack/demo.sh

@@ -8,6 +8,8 @@
 # DEMO_STORY=autoscaling (make demo-autoscaling) tells the autoscaling story
 # instead: examples/autoscaling, an HPA per version on its own backlog, read
 # through the controller's external metrics API, which this script registers.
+# DEMO_STORY=abort (make demo-abort): examples/demo/abort.yaml rolls out
+# under analysis; v3 fails half of its workflows and is aborted on its own.
 #
 # Logs: .dev/devenv.log (environment), .dev/manager.log (controller).
 set -euo pipefail

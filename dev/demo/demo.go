@@ -153,36 +153,14 @@ type Result struct {
 // Load reads the demo's TemporalConnection and TemporalWorkerDeployment
 // from dir.
 func Load(dir string) (*v1alpha1.TemporalConnection, *v1alpha1.TemporalWorkerDeployment, error) {
-	conn := &v1alpha1.TemporalConnection{}
-	twd := &v1alpha1.TemporalWorkerDeployment{}
-	for file, obj := range map[string]any{ConnectionFile: conn, WorkerFile: twd} {
-		data, err := os.ReadFile(filepath.Join(dir, file))
-		if err != nil {
-			return nil, nil, err
-		}
-		if err := yaml.UnmarshalStrict(data, obj); err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", filepath.Join(dir, file), err)
-		}
-	}
-	if len(twd.Spec.Template.Spec.Containers) == 0 {
-		return nil, nil, fmt.Errorf("%s: the template has no container", filepath.Join(dir, WorkerFile))
-	}
-	if twd.Spec.WorkerOptions.ConnectionRef.Name != conn.Name {
-		return nil, nil, fmt.Errorf("%s uses connection %q but %s is %q", WorkerFile, twd.Spec.WorkerOptions.ConnectionRef.Name, ConnectionFile, conn.Name)
-	}
-	return conn, twd, nil
+	return loadFiles(dir, WorkerFile)
 }
 
-// Run tells the story. It returns an error naming what did not happen in
-// time, or ctx's error when ctx ends first (also with Linger, before the
-// story is over).
-func Run(ctx context.Context, o Options) (*Result, error) {
-	if err := o.defaults(); err != nil {
-		return nil, err
-	}
-	conn, twd, err := Load(o.Dir)
+// load reads ConnectionFile and workerFile from o.Dir, with o's overrides.
+func load(o Options, workerFile string) (*v1alpha1.TemporalConnection, *v1alpha1.TemporalWorkerDeployment, error) {
+	conn, twd, err := loadFiles(o.Dir, workerFile)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if o.Namespace != "" {
 		conn.Namespace, twd.Namespace = o.Namespace, o.Namespace
@@ -200,10 +178,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Customize != nil {
 		o.Customize(twd)
 	}
-	owned, err := loadOwned(o.OwnedFiles, twd)
-	if err != nil {
-		return nil, err
-	}
+	return conn, twd, nil
+}
+
+func newStory(o Options, twd *v1alpha1.TemporalWorkerDeployment) *story {
 	s := &story{
 		o:         o,
 		start:     time.Now(),
@@ -213,12 +191,53 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		builds:    map[string]bool{},
 		history:   map[string][]v1alpha1.VersionStatus{},
 		res:       &Result{HPAs: map[string]string{}},
-		owned:     owned,
 		hellos:    &hellos{total: map[string]int{}, window: map[string]int{}},
+		checks:    map[string]string{},
 	}
 	s.trafficAt = s.start
 	s.imageNow = twd.Spec.Template.Spec.Containers[0].Image
 	s.idPrefix = fmt.Sprintf("%s-%s", twd.Name, s.start.Format("150405"))
+	return s
+}
+
+func loadFiles(dir, workerFile string) (*v1alpha1.TemporalConnection, *v1alpha1.TemporalWorkerDeployment, error) {
+	conn := &v1alpha1.TemporalConnection{}
+	twd := &v1alpha1.TemporalWorkerDeployment{}
+	for file, obj := range map[string]any{ConnectionFile: conn, workerFile: twd} {
+		data, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := yaml.UnmarshalStrict(data, obj); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", filepath.Join(dir, file), err)
+		}
+	}
+	if len(twd.Spec.Template.Spec.Containers) == 0 {
+		return nil, nil, fmt.Errorf("%s: the template has no container", filepath.Join(dir, workerFile))
+	}
+	if twd.Spec.WorkerOptions.ConnectionRef.Name != conn.Name {
+		return nil, nil, fmt.Errorf("%s uses connection %q but %s is %q", workerFile, twd.Spec.WorkerOptions.ConnectionRef.Name, ConnectionFile, conn.Name)
+	}
+	return conn, twd, nil
+}
+
+// Run tells the story. It returns an error naming what did not happen in
+// time, or ctx's error when ctx ends first (also with Linger, before the
+// story is over).
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	conn, twd, err := load(o, WorkerFile)
+	if err != nil {
+		return nil, err
+	}
+	owned, err := loadOwned(o.OwnedFiles, twd)
+	if err != nil {
+		return nil, err
+	}
+	s := newStory(o, twd)
+	s.owned = owned
 	defer s.stopWorkflows()
 	err = s.tell(ctx, conn, twd)
 	s.res.HPAs = s.hpas
@@ -265,6 +284,11 @@ type story struct {
 	stopHellos context.CancelFunc
 	workflows  sync.WaitGroup
 	pinned     *pinnedRun
+
+	rolling string            // the build being rolled out, for the timeline
+	checks  map[string]string // the analysis line printed last, by check
+	// aborts are the notes of the AnalysisFailed Events printed.
+	aborts []string
 }
 
 func (s *story) tell(ctx context.Context, conn *v1alpha1.TemporalConnection, twd *v1alpha1.TemporalWorkerDeployment) error {
@@ -278,45 +302,10 @@ func (s *story) tell(ctx context.Context, conn *v1alpha1.TemporalConnection, twd
 	s.say("Lines starting with \"status\" show each version (Temporal status, ramp, pods) and the Ready and")
 	s.say("Progressing conditions; \"event\" lines are the controller's Events; \"traffic\" counts Hello workflows by version.")
 
-	s.milestone("", "Applying TemporalConnection %s/%s (Temporal at %s)", conn.Namespace, conn.Name, conn.Spec.HostPort)
-	if err := s.applyConnection(ctx, conn); err != nil {
-		return err
-	}
-	if _, err := s.wait(ctx, time.Minute, "TemporalConnection "+conn.Name+" Ready (is the controller running?)", func(snapshot) (bool, string) {
-		got := &v1alpha1.TemporalConnection{}
-		if err := o.Kube.Get(ctx, client.ObjectKeyFromObject(conn), got); err != nil {
-			return false, err.Error()
-		}
-		c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)
-		if c == nil {
-			return false, "no Ready condition yet"
-		}
-		return c.Status == "True", fmt.Sprintf("Ready %s %s: %s", c.Status, c.Reason, c.Message)
-	}); err != nil {
-		return err
-	}
-	s.say("connection %s is Ready: the controller reached Temporal", conn.Name)
-
-	s.milestone("", "Applying TemporalWorkerDeployment %s/%s with image %s", twd.Namespace, twd.Name, twd.Spec.Template.Spec.Containers[0].Image)
-	if err := s.createTWD(ctx, twd); err != nil {
-		return err
-	}
-	for _, or := range s.owned {
-		s.milestone("", "Applying TemporalWorkerOwnedResource %s/%s: a %s for every version with running workers", or.Namespace, or.Name, kindOf(or))
-		if err := s.createOwned(ctx, or); err != nil {
-			return err
-		}
-	}
-	snap, err := s.wait(ctx, 3*time.Minute, "the first version to become current", func(sn snapshot) (bool, string) {
-		t := sn.target()
-		return t != "" && sn.status(t) == v1alpha1.VersionCurrent && sn.ready(), ""
-	})
+	v1, err := s.createFirst(ctx, conn, twd)
 	if err != nil {
 		return err
 	}
-	v1 := snap.target()
-	s.res.First = v1
-	s.milestone(s.name(v1)+" current", "%s (build ID %s) is current: new workflows start on it. The first version needs no ramp.", s.name(v1), v1)
 	if err := s.waitHPA(ctx, v1); err != nil {
 		return err
 	}
@@ -335,28 +324,11 @@ func (s *story) tell(ctx context.Context, conn *v1alpha1.TemporalConnection, twd
 		return err
 	}
 
-	s.milestone("", "Rolling out %s: changing the image to %s", o.SecondTag, setTag(twd.Spec.Template.Spec.Containers[0].Image, o.SecondTag))
-	if err := s.setImageTag(ctx, o.SecondTag); err != nil {
-		return err
-	}
-	snap, err = s.wait(ctx, time.Minute, "the controller to see the new image", func(sn snapshot) (bool, string) {
-		return sn.target() != "" && sn.target() != v1, ""
-	})
+	v2, err := s.rollOut(ctx, twd, v1, o.SecondTag, nil)
 	if err != nil {
 		return err
 	}
-	v2 := snap.target()
 	s.res.Second = v2
-	s.say("the new template is version %s (build ID %s); it gets its own Deployment", s.name(v2), v2)
-	var total time.Duration
-	for _, st := range twd.Spec.Rollout.Steps {
-		total += st.PauseDuration.Duration
-	}
-	if _, err := s.wait(ctx, 2*time.Minute+total, s.name(v2)+" to become current", func(sn snapshot) (bool, string) {
-		return sn.target() == v2 && sn.status(v2) == v1alpha1.VersionCurrent && sn.ready(), ""
-	}); err != nil {
-		return err
-	}
 	s.res.Ramps = s.rampsOf(v2)
 	s.milestone(s.name(v2)+" current", "%s is current after ramping %s. New workflows start on %s.", s.name(v2), percents(s.res.Ramps), s.name(v2))
 	if err := s.waitHPA(ctx, v2); err != nil {
@@ -441,23 +413,90 @@ func (s *story) tell(ctx context.Context, conn *v1alpha1.TemporalConnection, twd
 	return nil
 }
 
+// createFirst applies the connection and the TWD (and its owned resources)
+// and waits for the first version to become current.
+func (s *story) createFirst(ctx context.Context, conn *v1alpha1.TemporalConnection, twd *v1alpha1.TemporalWorkerDeployment) (string, error) {
+	s.milestone("", "Applying TemporalConnection %s/%s (Temporal at %s)", conn.Namespace, conn.Name, conn.Spec.HostPort)
+	if err := s.applyConnection(ctx, conn); err != nil {
+		return "", err
+	}
+	if _, err := s.wait(ctx, time.Minute, "TemporalConnection "+conn.Name+" Ready (is the controller running?)", func(snapshot) (bool, string) {
+		got := &v1alpha1.TemporalConnection{}
+		if err := s.o.Kube.Get(ctx, client.ObjectKeyFromObject(conn), got); err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)
+		if c == nil {
+			return false, "no Ready condition yet"
+		}
+		return c.Status == "True", fmt.Sprintf("Ready %s %s: %s", c.Status, c.Reason, c.Message)
+	}); err != nil {
+		return "", err
+	}
+	s.say("connection %s is Ready: the controller reached Temporal", conn.Name)
+
+	s.milestone("", "Applying TemporalWorkerDeployment %s/%s with image %s", twd.Namespace, twd.Name, twd.Spec.Template.Spec.Containers[0].Image)
+	if err := s.createTWD(ctx, twd); err != nil {
+		return "", err
+	}
+	for _, or := range s.owned {
+		s.milestone("", "Applying TemporalWorkerOwnedResource %s/%s: a %s for every version with running workers", or.Namespace, or.Name, kindOf(or))
+		if err := s.createOwned(ctx, or); err != nil {
+			return "", err
+		}
+	}
+	snap, err := s.wait(ctx, 3*time.Minute, "the first version to become current", func(sn snapshot) (bool, string) {
+		t := sn.target()
+		return t != "" && sn.status(t) == v1alpha1.VersionCurrent && sn.ready(), ""
+	})
+	if err != nil {
+		return "", err
+	}
+	v1 := snap.target()
+	s.res.First = v1
+	s.milestone(s.name(v1)+" current", "%s (build ID %s) is current: new workflows start on it. The first version needs no ramp.", s.name(v1), v1)
+	return v1, nil
+}
+
+// rollOut changes the image tag (and sets env, if given), waits for the
+// controller to see the new version and, unless env is set, for it to
+// become current; it returns the new build ID.
+func (s *story) rollOut(ctx context.Context, twd *v1alpha1.TemporalWorkerDeployment, prev, tag string, env *corev1.EnvVar) (string, error) {
+	what := ""
+	if env != nil {
+		what = fmt.Sprintf(" and setting %s=%s", env.Name, env.Value)
+	}
+	s.milestone("", "Rolling out %s: changing the image to %s%s", tag, setTag(twd.Spec.Template.Spec.Containers[0].Image, tag), what)
+	if err := s.setImageTag(ctx, tag, env); err != nil {
+		return "", err
+	}
+	snap, err := s.wait(ctx, time.Minute, "the controller to see the new image", func(sn snapshot) (bool, string) {
+		return sn.target() != "" && sn.target() != prev, ""
+	})
+	if err != nil {
+		return "", err
+	}
+	next := snap.target()
+	s.rolling = next
+	s.say("the new template is version %s (build ID %s); it gets its own Deployment", s.name(next), next)
+	if env != nil {
+		return next, nil
+	}
+	var total time.Duration
+	for _, st := range twd.Spec.Rollout.Steps {
+		total += st.PauseDuration.Duration
+	}
+	if _, err := s.wait(ctx, 2*time.Minute+total, s.name(next)+" to become current", func(sn snapshot) (bool, string) {
+		return sn.target() == next && sn.status(next) == v1alpha1.VersionCurrent && sn.ready(), ""
+	}); err != nil {
+		return "", err
+	}
+	return next, nil
+}
+
 // summary prints the timeline and where to look next.
 func (s *story) summary() {
-	hellos, failed := s.hellos.counts()
-	out := func(format string, args ...any) { fmt.Fprintf(s.o.Out, format+"\n", args...) }
-	out("\n==> Done in %s. Timeline:", strings.TrimSpace(clock(time.Since(s.start))))
-	for _, m := range s.res.Milestones {
-		out("    %s  %s", clock(m.At), m.What)
-	}
-	builds := make([]string, 0, len(hellos))
-	n := 0
-	for b, c := range hellos {
-		builds = append(builds, fmt.Sprintf("%s ×%d", s.name(b), c))
-		n += c
-	}
-	sort.Strings(builds)
-	out("    Hello workflows: %d completed (%s), %d failed.", n, strings.Join(builds, ", "), failed)
-	out("")
+	out := s.timeline()
 	if s.o.TemporalUI != "" {
 		out("Temporal UI: %s/namespaces/%s/workflows (the pinned workflow is %s)", strings.TrimRight(s.o.TemporalUI, "/"), s.o.TemporalNamespace, s.pinned.id)
 	}
@@ -475,6 +514,27 @@ func (s *story) summary() {
 		out("Its progress shows here. Press Ctrl-C to stop everything.")
 		out("")
 	}
+}
+
+// timeline prints the milestones and the Hello workflows' counts, and
+// returns a printer for what follows.
+func (s *story) timeline() func(format string, args ...any) {
+	hellos, failed := s.hellos.counts()
+	out := func(format string, args ...any) { fmt.Fprintf(s.o.Out, format+"\n", args...) }
+	out("\n==> Done in %s. Timeline:", strings.TrimSpace(clock(time.Since(s.start))))
+	for _, m := range s.res.Milestones {
+		out("    %s  %s", clock(m.At), m.What)
+	}
+	builds := make([]string, 0, len(hellos))
+	n := 0
+	for b, c := range hellos {
+		builds = append(builds, fmt.Sprintf("%s ×%d", s.name(b), c))
+		n += c
+	}
+	sort.Strings(builds)
+	out("    Hello workflows: %d completed (%s), %d failed.", n, strings.Join(builds, ", "), failed)
+	out("")
+	return out
 }
 
 // wait observes every pollEvery until check passes, printing what changes.
@@ -610,9 +670,25 @@ func (s *story) observe(ctx context.Context) (snapshot, error) {
 			s.say("status   %s", line)
 			s.last = line
 		}
+		s.printAnalysis(snap)
 	}
 	s.printTraffic(snap)
 	return snap, nil
+}
+
+// printAnalysis prints each check's verdict and evidence when it changes.
+func (s *story) printAnalysis(snap snapshot) {
+	a := snap.twd.Status.Analysis
+	if a == nil {
+		return
+	}
+	for _, c := range a.Checks {
+		line := fmt.Sprintf("%s %-12s %s", s.name(a.BuildID), c.Result, s.shorten(c.Message))
+		if s.checks[c.Name] != line {
+			s.checks[c.Name] = line
+			s.say("analysis %s", line)
+		}
+	}
 }
 
 // printEvents prints the controller's Events on the TWD not printed yet.
@@ -640,6 +716,9 @@ func (s *story) printEvents(ctx context.Context) error {
 			kind = e.Type + " "
 		}
 		s.say("event    %s%s: %s", kind, e.Reason, s.shorten(e.Note))
+		if e.Reason == v1alpha1.ReasonAnalysisFailed {
+			s.aborts = append(s.aborts, e.Note)
+		}
 	}
 	return nil
 }
@@ -688,7 +767,7 @@ func (s *story) noteRamp(build string, pct int32) {
 		}
 	}
 	s.ramps = append(s.ramps, ramp{build, pct})
-	if build == s.res.Second {
+	if build == s.rolling {
 		s.res.Milestones = append(s.res.Milestones, Milestone{At: time.Since(s.start), What: fmt.Sprintf("%s ramping %d%%", s.name(build), pct)})
 	}
 }
@@ -824,9 +903,9 @@ func (s *story) createTWD(ctx context.Context, twd *v1alpha1.TemporalWorkerDeplo
 	return nil
 }
 
-// setImageTag changes the tag of the first container's image, retrying
-// when the controller updated the object meanwhile.
-func (s *story) setImageTag(ctx context.Context, tag string) error {
+// setImageTag changes the tag of the first container's image, and sets
+// env if given, retrying when the controller updated the object meanwhile.
+func (s *story) setImageTag(ctx context.Context, tag string, env *corev1.EnvVar) error {
 	for i := 0; ; i++ {
 		twd := &v1alpha1.TemporalWorkerDeployment{}
 		if err := s.o.Kube.Get(ctx, s.key, twd); err != nil {
@@ -834,6 +913,9 @@ func (s *story) setImageTag(ctx context.Context, tag string) error {
 		}
 		c := &twd.Spec.Template.Spec.Containers[0]
 		c.Image = setTag(c.Image, tag)
+		if env != nil {
+			c.Env = append(removeEnv(c.Env, env.Name), *env)
+		}
 		err := s.o.Kube.Update(ctx, twd)
 		if err == nil {
 			s.imageNow = c.Image

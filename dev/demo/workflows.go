@@ -3,6 +3,7 @@ package demo
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -21,11 +22,17 @@ type hellos struct {
 	failures int
 	windowF  int
 	lastErr  error
+	// after counts those started since markAfter, failures under "".
+	since time.Time
+	after map[string]int
 }
 
-func (h *hellos) record(build string, err error) {
+func (h *hellos) record(build string, started time.Time, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.after != nil && !started.Before(h.since) {
+		h.after[build]++
+	}
 	if err != nil {
 		h.failures++
 		h.windowF++
@@ -34,6 +41,20 @@ func (h *hellos) record(build string, err error) {
 	}
 	h.total[build]++
 	h.window[build]++
+}
+
+// markAfter starts counting the workflows started from now on apart.
+func (h *hellos) markAfter() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.since, h.after = time.Now(), map[string]int{}
+}
+
+// counted returns the counts since markAfter, failures under "".
+func (h *hellos) counted() map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.after)
 }
 
 // takeWindow returns the counts since the last call and starts a new window.
@@ -84,7 +105,7 @@ func (p *pinnedRun) finished() bool {
 // startWorkflows starts the trickle of Hello workflows and the pinned
 // workflow. stopWorkflows ends them.
 func (s *story) startWorkflows(ctx context.Context) {
-	ctx, s.stopHellos = context.WithCancel(ctx)
+	ctx = s.startHellos(ctx)
 	c := s.o.Temporal
 	s.pinned = &pinnedRun{id: s.idPrefix + "-pinned", done: make(chan struct{})}
 	run, err := c.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{ID: s.pinned.id, TaskQueue: s.taskQueue},
@@ -101,6 +122,12 @@ func (s *story) startWorkflows(ctx context.Context) {
 			s.pinned.err = run.Get(ctx, &s.pinned.res)
 		}()
 	}
+}
+
+// startHellos starts a Hello workflow every HelloEvery until
+// stopWorkflows; the context it returns ends then.
+func (s *story) startHellos(ctx context.Context) context.Context {
+	ctx, s.stopHellos = context.WithCancel(ctx)
 	s.workflows.Add(1)
 	go func() {
 		defer s.workflows.Done()
@@ -119,12 +146,14 @@ func (s *story) startWorkflows(ctx context.Context) {
 			}
 		}
 	}()
+	return ctx
 }
 
 // hello runs one Hello workflow and records the build that ran it.
 func (s *story) hello(ctx context.Context, id string) {
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	started := time.Now()
 	run, err := s.o.Temporal.ExecuteWorkflow(wctx, sdkclient.StartWorkflowOptions{ID: id, TaskQueue: s.taskQueue}, demoworker.HelloWorkflow, "rainbow")
 	var out string
 	if err == nil {
@@ -134,16 +163,16 @@ func (s *story) hello(ctx context.Context, id string) {
 		return // the demo is stopping: not the workflow's fault
 	}
 	if err != nil {
-		s.hellos.record("", fmt.Errorf("%s: %w", id, err))
+		s.hellos.record("", started, fmt.Errorf("%s: %w", id, err))
 		return
 	}
 	// "hello rainbow from <build ID>"
 	_, build, ok := strings.Cut(out, " from ")
 	if !ok {
-		s.hellos.record("", fmt.Errorf("%s: unexpected result %q", id, out))
+		s.hellos.record("", started, fmt.Errorf("%s: unexpected result %q", id, out))
 		return
 	}
-	s.hellos.record(build, nil)
+	s.hellos.record(build, started, nil)
 }
 
 func (s *story) stopWorkflows() {

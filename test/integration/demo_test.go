@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"io"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -78,6 +79,73 @@ func TestDemo(t *testing.T) {
 	twd := r.WaitCurrent(10*time.Second, res.Second)
 	if d := r.deployment(res.First); d != nil || versionStatus(twd, res.First) != "" {
 		t.Errorf("the first version is still around: %s; %s", deploymentState(d), describe(twd))
+	}
+}
+
+// TestDemoAbort runs `make demo-abort`'s story with examples/demo/abort.yaml
+// as it is but for shorter steps: v2 becomes current through its analysis,
+// v3 (failing half of its workflows) is aborted by the analysis at its first
+// step, Temporal routes every new workflow back to v2, and the story prints
+// the evidence (the check's verdicts, the abort, the Event) and how to retry
+// or undo.
+func TestDemoAbort(t *testing.T) {
+	tt := env.NewTest(t)
+	r := &rollout{&harness.Rollout{T: tt, Name: "demo-abort", TaskQueue: tt.TaskQueue("abort")}}
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	var out strings.Builder
+	res, err := demo.RunAbort(ctx, demo.Options{
+		Kube:              env.Kube,
+		Temporal:          env.Temporal,
+		Dir:               filepath.Join(env.Root, "examples", "demo"),
+		Out:               io.MultiWriter(testWriter{t}, &out),
+		Namespace:         tt.Namespace,
+		TemporalAddress:   env.Info.TemporalAddress,
+		TemporalNamespace: env.Info.TemporalNamespace,
+		TaskQueue:         r.TaskQueue,
+		Customize: func(twd *v1alpha1.TemporalWorkerDeployment) {
+			twd.Spec.Replicas = ptr.To[int32](1)
+			twd.Spec.Rollout.Steps = steps([]int32{25, 75}, 5*time.Second)
+		},
+		HelloEvery: 100 * time.Millisecond,
+		Look:       time.Second,
+	}, 0.5)
+	if err != nil {
+		t.Fatalf("the abort story failed: %v", err)
+	}
+	if !slices.Equal(res.SecondRamps, []int32{25, 75}) {
+		t.Errorf("v2 ramped %v, want [25 75] before becoming current", res.SecondRamps)
+	}
+	if !slices.Equal(res.BadRamps, []int32{25}) {
+		t.Errorf("v3 ramped %v before the abort, want only the first step [25]", res.BadRamps)
+	}
+	if res.Current != res.Second || res.Ramping != "" {
+		t.Errorf("Temporal routes to current %q, ramping %q; want %s alone", res.Current, res.Ramping, res.Second)
+	}
+	if res.After[res.Second] == 0 || len(res.After) != 1 {
+		t.Errorf("Hello workflows started after the abort, by build: %v; want all on %s", res.After, res.Second)
+	}
+	if !strings.Contains(res.Evidence, "check failures") || !strings.Contains(res.Evidence, "above maxPercent 10%") || !strings.Contains(res.Event, res.Bad) {
+		t.Errorf("evidence %q, Event %q: want the check, its bound and the version", res.Evidence, res.Event)
+	}
+	if d := r.deployment(res.Bad); d == nil || ptr.Deref(d.Spec.Replicas, 1) == 0 {
+		t.Errorf("the aborted version lost its workers: %s", deploymentState(d))
+	}
+	printed := out.String()
+	for _, want := range []string{
+		"analysis v2 Passed",
+		"analysis v3 Failed",
+		"; above maxPercent 10%",
+		"evidence  check failures failed 2 time(s) in a row",
+		"window    workflows started on v3 since ",
+		"event    Warning AnalysisFailed: the analysis aborted the rollout of version v3",
+		"Temporal routes every new workflow to v2 again: its routing has v2 current and no ramp",
+		"kubectl-rainbow -n " + tt.Namespace + " retry demo-abort",
+		"kubectl-rainbow -n " + tt.Namespace + " undo demo-abort",
+	} {
+		if !strings.Contains(printed, want) {
+			t.Errorf("the story did not print %q", want)
+		}
 	}
 }
 
