@@ -21,7 +21,8 @@ import (
 // ran pinned to v2 once its ramp was set, and v2 becomes current; for v3 it
 // fails, so the rollout is aborted as a failed analysis aborts it (the
 // abort annotation, RolloutAborted with the gate's failure, a GateFailed
-// Event) and routing goes back to v2 alone, v3 keeping its workers.
+// Event) and routing goes back to v2 alone, v3 keeping its workers; a
+// retry runs the failed gate again.
 func TestStepGates(t *testing.T) {
 	r := newRollout(env.NewTest(t), "step-gates")
 	twd := r.Spec("v1")
@@ -78,4 +79,18 @@ func TestStepGates(t *testing.T) {
 	if d := r.deployment(v3); d == nil || d.Spec.Replicas == nil || *d.Spec.Replicas == 0 {
 		t.Fatalf("the aborted version's Deployment was scaled down or deleted: %v", d)
 	}
+
+	// (3) A retry (what kubectl rainbow retry does: remove the annotation)
+	// ramps the step again and runs its gate anew, which fails again.
+	first := got.Status.Gate.StartedAt
+	if first == nil {
+		t.Fatalf("status.gate has no startedAt: %+v", got.Status.Gate)
+	}
+	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) { delete(t.Annotations, v1alpha1.AnnotationAbortRollout) })
+	again := r.waitFor(3*time.Minute, "the retried rollout of "+v3+" aborted again by a new run of its step gate", func(twd *v1alpha1.TemporalWorkerDeployment) bool {
+		g := twd.Status.Gate
+		return twd.Annotations[v1alpha1.AnnotationAbortRollout] == v3 && g != nil && g.Step == 30 &&
+			g.Result == string(planner.GateFailed) && g.StartedAt != nil && g.StartedAt.After(first.Time)
+	})
+	r.Logf("retry of %s aborted again by run %s", v3, again.Status.Gate.RunID)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -69,6 +70,12 @@ func observeGate(ctx context.Context, c client.Reader, o *observation) error {
 		o.gate.StartedAt = &metav1.Time{Time: res.StartedAt}
 	}
 	return nil
+}
+
+// hasGate: the spec names a gate, for the rollout or a step. Its runs are
+// read each pass (observeGate), so no remembered state stands in for them.
+func hasGate(twd *v1alpha1.TemporalWorkerDeployment) bool {
+	return twd.Spec.Rollout.Gate != nil || slices.ContainsFunc(twd.Spec.Rollout.Steps, func(s v1alpha1.RolloutStep) bool { return s.Gate != nil })
 }
 
 // recordedGate is the run status records, for the planner.
