@@ -309,10 +309,16 @@ type RolloutStep struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	PauseDuration metav1.Duration `json:"pauseDuration"`
+	// Gate is a workflow run pinned to the target once this step's ramp
+	// is set. The step does not end (next ramp or promotion) until it
+	// succeeds, whatever its pause; if it fails or times out, the rollout
+	// is aborted and its ramp removed.
+	// +optional
+	Gate *GateWorkflow `json:"gate,omitempty"`
 }
 
 // GateWorkflow is a workflow that must succeed before a version gets traffic.
-// +kubebuilder:validation:XValidation:rule="!(has(self.input) && has(self.inputFrom))",message="rollout.gate.input and rollout.gate.inputFrom are mutually exclusive",fieldPath=".inputFrom"
+// +kubebuilder:validation:XValidation:rule="!(has(self.input) && has(self.inputFrom))",message="gate.input and gate.inputFrom are mutually exclusive: set one",fieldPath=".inputFrom"
 type GateWorkflow struct {
 	// WorkflowType the target version's workers register.
 	// +kubebuilder:validation:MinLength=1
@@ -336,7 +342,7 @@ type GateWorkflow struct {
 }
 
 // GateInputSource selects a ConfigMap or Secret key holding JSON.
-// +kubebuilder:validation:XValidation:rule="has(self.configMapKeyRef) != has(self.secretKeyRef)",message="rollout.gate.inputFrom needs exactly one of configMapKeyRef and secretKeyRef"
+// +kubebuilder:validation:XValidation:rule="has(self.configMapKeyRef) != has(self.secretKeyRef)",message="gate.inputFrom needs exactly one of configMapKeyRef and secretKeyRef"
 type GateInputSource struct {
 	// +optional
 	ConfigMapKeyRef *corev1.ConfigMapKeySelector `json:"configMapKeyRef,omitempty"`
@@ -605,6 +611,14 @@ type GateStatus struct {
 	// 30s later is terminated.
 	// +optional
 	CancelRequestedAt *metav1.Time `json:"cancelRequestedAt,omitempty"`
+	// Step is the rampPercentage of the ramp step whose gate this run is
+	// (spec.rollout.steps[].gate); absent for spec.rollout.gate.
+	// +optional
+	Step int32 `json:"step,omitempty"`
+	// StartedAt is when the run started: a step gate that failed before
+	// the step's ramp was set again (a retry) runs anew.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
 }
 
 // AnalysisResult is a check's verdict.

@@ -90,8 +90,21 @@ func (v *WorkerDeploymentValidator) authorize(ctx context.Context, req cradmissi
 	needs := []need{{field.NewPath("spec", "template"), deployments, "", workerVerbs,
 		"the controller creates, changes and deletes a Deployment per version from spec.template on your behalf; " +
 			"get those permissions (the built-in edit role has them), or have someone who has them apply it"}}
-	if g := twd.Spec.Rollout.Gate; g != nil && g.InputFrom != nil {
-		from := field.NewPath("spec", "rollout", "gate", "inputFrom")
+	// The rollout gate's input, and each step gate's.
+	type gate struct {
+		path *field.Path
+		g    *v1alpha1.GateWorkflow
+	}
+	gates := []gate{{field.NewPath("spec", "rollout", "gate"), twd.Spec.Rollout.Gate}}
+	for i, st := range twd.Spec.Rollout.Steps {
+		gates = append(gates, gate{field.NewPath("spec", "rollout", "steps").Index(i).Child("gate"), st.Gate})
+	}
+	for _, gt := range gates {
+		g := gt.g
+		if g == nil || g.InputFrom == nil {
+			continue
+		}
+		from := gt.path.Child("inputFrom")
 		why := "the controller reads the gate's input on your behalf and passes it to the gate workflow; get that permission, or name one you may read"
 		if r := g.InputFrom.SecretKeyRef; r != nil {
 			needs = append(needs, need{from.Child("secretKeyRef"), secrets, r.Name, []string{"get"}, why})

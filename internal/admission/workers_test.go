@@ -41,6 +41,13 @@ func TestWorkerDeploymentAuthorRights(t *testing.T) {
 		twd.Spec.Rollout.Gate = &v1alpha1.GateWorkflow{WorkflowType: "Gate", InputFrom: from}
 		return twd
 	}
+	stepGated := func() *v1alpha1.TemporalWorkerDeployment {
+		twd := gated(true)
+		g := twd.Spec.Rollout.Gate
+		twd.Spec.Rollout.Gate = nil
+		twd.Spec.Rollout.Steps = []v1alpha1.RolloutStep{{RampPercentage: 10}, {RampPercentage: 50, Gate: g}}
+		return twd
+	}
 	labelled := claimTWD("team-b", "mine", "", "temporal", 0)
 	labelled.Labels = map[string]string{"team": "b"}
 	cases := map[string]struct {
@@ -62,6 +69,8 @@ func TestWorkerDeploymentAuthorRights(t *testing.T) {
 			refusal: []string{"spec.rollout.gate.inputFrom.secretKeyRef", `may not get secrets "gate-in"`}},
 		"a gate reading a ConfigMap its author may not get": {op: admissionv1.Create, obj: gated(false), allow: worker(),
 			refusal: []string{"spec.rollout.gate.inputFrom.configMapKeyRef", `may not get configmaps "gate-in"`}},
+		"a step gate reading a Secret its author may not get": {op: admissionv1.Create, obj: stepGated(), allow: worker(),
+			refusal: []string{"spec.rollout.steps[1].gate.inputFrom.secretKeyRef", `may not get secrets "gate-in"`}},
 		"a gate reading a Secret its author may get": {op: admissionv1.Create, obj: gated(true),
 			allow: func() map[string]bool { a := worker(); a["alice get secrets"] = true; return a }()},
 	}

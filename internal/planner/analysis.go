@@ -294,16 +294,22 @@ func judgeRamp(v *view, p *plan) (prog progress, stop bool, hold string) {
 func abortByAnalysis(v *view, p *plan, rec *AnalysisRecord, failed CheckRecord) progress {
 	evidence := fmt.Sprintf("check %s failed %d time(s) in a row, more than its failureLimit: %s", failed.Name, failed.ConsecutiveFailures, failed.Message)
 	rec.Aborted, rec.AbortedAt = evidence, v.now()
+	return abortRamp(v, p, v1alpha1.ReasonAnalysisFailed, "the analysis", evidence)
+}
+
+// abortRamp aborts a ramping target's rollout on who's evidence, with a
+// Warning Event of reason.
+func abortRamp(v *view, p *plan, reason, who, evidence string) progress {
 	p.res.AbortRollout = &AbortRollout{BuildID: v.target, Evidence: evidence}
-	msg := fmt.Sprintf("the analysis aborted the rollout of version %s: %s", v.target, evidence)
+	msg := fmt.Sprintf("%s aborted the rollout of version %s: %s", who, v.target, evidence)
 	t := v.temporal()
 	if v.ours(t.LastModifierIdentity) && v.canWriteRouting() {
-		p.route(Routing{Op: RemoveRamp}, EventRemoveRamp, fmt.Sprintf("removing the ramp of version %s: the analysis aborted its rollout", v.target))
+		p.route(Routing{Op: RemoveRamp}, EventRemoveRamp, fmt.Sprintf("removing the ramp of version %s: %s aborted its rollout", v.target, who))
 		msg += "; removing its ramp"
 	} else {
 		msg += fmt.Sprintf("; its ramp of %d%% was set by %q and stays", t.RampPercentage, t.LastModifierIdentity)
 	}
-	p.event(EventWarning, v1alpha1.ReasonAnalysisFailed, msg)
+	p.event(EventWarning, reason, msg)
 	return blockedBecause(v1alpha1.ReasonRolloutAborted, msg+abortAdvice(v))
 }
 

@@ -59,8 +59,8 @@ func analysisViolations(in Input, r Result) []error {
 		bad("AnalysisToRead reads %+v while the target does not ramp under analysis", rd)
 	}
 	if a := r.AbortRollout; a != nil {
-		if in.Spec.Analysis == nil || in.Spec.Analysis.DryRun || a.BuildID != in.Spec.TargetBuildID || !judging {
-			bad("abort %+v: not a target judged by an analysis that may abort", a)
+		if (in.Spec.Analysis == nil || in.Spec.Analysis.DryRun || a.BuildID != in.Spec.TargetBuildID || !judging) && !stepGateFailed(in) {
+			bad("abort %+v: not a target judged by an analysis that may abort, nor one whose step gate failed", a)
 		}
 		for _, s := range r.Scale {
 			if d, ok := v.deps[s.BuildID]; ok && s.Replicas < d.Replicas {

@@ -44,6 +44,14 @@
 //     check failing more than its failureLimit times in a row aborts the
 //     rollout as the annotation does (AbortRollout, AnalysisFailed), with
 //     the evidence in status; dryRun only reports (in analysis.go).
+//   - While a Progressive target ramps at a step that names a gate
+//     (spec.rollout.steps[].gate), that gate runs on the target's workflow
+//     task queue (one run at a time; GateWanted says which observe reads);
+//     the step does not end, whatever its pause, until it succeeded, and
+//     one that cannot start holds the step with a message. A failed or
+//     timed-out step gate aborts the rollout as a failed analysis does
+//     (AbortRollout, Warning GateFailed); a run that failed before the
+//     step's ramp was last set (a retry) runs again (in stepgate.go).
 //   - A paused rollout (spec.rollout.paused) gets no further ramp step and no
 //     promotion once its gate passed; everything else goes on: the target's
 //     Deployment, rollbacks, aborts, sunsets, drains (in promotion.go).

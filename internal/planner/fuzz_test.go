@@ -60,7 +60,7 @@ func violations(in Input, r Result) []error {
 		return slices.Concat(adoptionViolations(in, r), readViolations(in))
 	}
 	return slices.Concat(safetyViolations(in, r), ownedViolations(in, r), autoscaleViolations(in, r), drainViolations(in, r), readViolations(in),
-		gateViolations(in, r), deadlineViolations(in, r), pausedViolations(in, r), analysisViolations(in, r))
+		gateViolations(in, r), deadlineViolations(in, r), pausedViolations(in, r), analysisViolations(in, r), stepGateViolations(in, r))
 }
 
 // readViolations checks the lists that tell observe what to read from
@@ -231,6 +231,7 @@ func fuzzInput(data []byte) Input {
 	}
 	in.Spec.AdoptionPending = s.Intn(10) == 0
 	fuzzAnalysis(s, &in)
+	fuzzStepGates(s, &in)
 	return in
 }
 
@@ -491,7 +492,7 @@ func safetyViolations(in Input, r Result) []error {
 		}
 	}
 
-	if c := r.CancelGate; c != nil && c.BuildID == in.Spec.TargetBuildID && in.Spec.GateWorkflowType != "" {
+	if c := r.CancelGate; c != nil && c.BuildID == in.Spec.TargetBuildID && ownGateAsked(in, c.Step) {
 		bad("cancelled the target's own gate %+v, which the spec still asks for", c)
 	}
 	if g := r.StartGate; g != nil {

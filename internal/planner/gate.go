@@ -19,12 +19,12 @@ func gate(v *view, p *plan) (prog progress, hold bool) {
 		return progress{}, false
 	}
 	run := v.in.Gate
-	ending := run != nil && run.Phase == GateRunning && (run.BuildID != v.target || !run.CancelRequestedAt.IsZero())
-	if run != nil && (run.BuildID != v.target || run.Phase == GateCancelled || ending) {
+	ending := run != nil && run.Phase == GateRunning && (run.BuildID != v.target || run.Step != 0 || !run.CancelRequestedAt.IsZero())
+	if run != nil && (run.BuildID != v.target || run.Step != 0 || run.Phase == GateCancelled || ending) {
 		// A run for an older target says nothing about this one, and a
 		// cancelled run (the version stopped being the target for a
 		// while) gave no verdict: it runs again, once the one being
-		// cancelled has ended.
+		// cancelled has ended. A step's run is not this gate's.
 		run = nil
 	}
 	ramping := v.status(v.target) == v1alpha1.VersionRamping
@@ -104,8 +104,7 @@ func cancelStaleGate(v *view, p *plan) {
 	run := v.in.Gate
 	deleting := v.in.Deletion != nil
 	requested := run != nil && !run.CancelRequestedAt.IsZero()
-	if run == nil || run.Phase != GateRunning || !v.known() ||
-		(!requested && !deleting && run.BuildID == v.target && v.in.Spec.GateWorkflowType != "") {
+	if run == nil || run.Phase != GateRunning || !v.known() || (!requested && !deleting && gateNeeded(v, run.BuildID, run.Step)) {
 		return
 	}
 	if requested {
@@ -116,11 +115,13 @@ func cancelStaleGate(v *view, p *plan) {
 	switch {
 	case deleting:
 		why = "the TemporalWorkerDeployment is being deleted"
+	case run.BuildID == v.target && run.Step != 0:
+		why = fmt.Sprintf("version %s no longer ramps at step %d%%, or the step has no gate any more", run.BuildID, run.Step)
 	case run.BuildID == v.target:
 		why = "spec.rollout.gate was removed"
 	}
-	p.res.CancelGate = &CancelGate{BuildID: run.BuildID, Reason: why}
-	p.event(EventNormal, EventCancelGate, fmt.Sprintf("cancelling the gate workflow running on version %s: %s", run.BuildID, why))
+	p.res.CancelGate = &CancelGate{BuildID: run.BuildID, Step: run.Step, Reason: why}
+	p.event(EventNormal, EventCancelGate, fmt.Sprintf("cancelling the %s running on version %s: %s", gateName(run.Step), run.BuildID, why))
 	p.after(requeueTemporal)
 }
 
@@ -133,7 +134,7 @@ func terminateCancelledGate(v *view, p *plan, run *GateRun) {
 		p.after(min(backoff(v, run.CancelRequestedAt), deadline.Sub(v.now())))
 		return
 	}
-	p.res.TerminateGate = &TerminateGate{BuildID: run.BuildID, Reason: fmt.Sprintf(
+	p.res.TerminateGate = &TerminateGate{BuildID: run.BuildID, Step: run.Step, Reason: fmt.Sprintf(
 		"rainbow: the gate workflow on version %s did not end within %s of its cancellation request (%s); nobody needs its verdict",
 		run.BuildID, GateCancelGrace, run.CancelRequestedAt.UTC().Format(time.RFC3339))}
 	p.event(EventNormal, EventTerminateGate, fmt.Sprintf(
@@ -180,9 +181,12 @@ const (
 // GateRun is a gate workflow run pinned to BuildID.
 type GateRun struct {
 	BuildID string
+	// Step is the rampPercentage of the step whose gate this is; 0 for
+	// spec.rollout.gate.
+	Step    int32
 	Phase   GatePhase
 	Message string
-	// StartedAt is when a running gate started; zero if unknown.
+	// StartedAt is when the run started; zero if unknown.
 	StartedAt time.Time
 	// CancelRequestedAt is when the controller requested the cancellation
 	// of this still running run (status.gate.cancelRequestedAt); zero if
@@ -192,7 +196,10 @@ type GateRun struct {
 
 // StartGate starts the gate workflow pinned to BuildID.
 type StartGate struct {
-	BuildID      string
+	BuildID string
+	// Step is the rampPercentage of the step whose gate this is; 0 for
+	// spec.rollout.gate. Each has a workflow ID of its own.
+	Step         int32
 	WorkflowType string
 	// TaskQueue is the target's workflow task queue it runs on.
 	TaskQueue string
@@ -210,6 +217,7 @@ type GateInput struct {
 // CancelGate cancels the gate workflow run of BuildID.
 type CancelGate struct {
 	BuildID string
+	Step    int32
 	// Reason says why nobody needs the run any more.
 	Reason string
 }
@@ -217,6 +225,7 @@ type CancelGate struct {
 // TerminateGate terminates the gate workflow run of BuildID.
 type TerminateGate struct {
 	BuildID string
+	Step    int32
 	// Reason goes into the run's history.
 	Reason string
 }

@@ -39,6 +39,11 @@ func promote(v *view, p *plan) progress {
 	if stop {
 		return prog
 	}
+	prog, stop, gateHold := stepGate(v, p)
+	if stop {
+		return prog
+	}
+	hold = joinHolds(hold, gateHold)
 	if v.in.Spec.Paused {
 		return paused(v)
 	}
@@ -252,4 +257,6 @@ func firstStepAbove(steps []Step, pct int32) int {
 type Step struct {
 	RampPercentage int32
 	Pause          time.Duration
+	// Gate is the step's gate (spec.rollout.steps[].gate); nil if none.
+	Gate *StepGate
 }

@@ -150,8 +150,11 @@ func syncTargetReplicas(v *view, p *plan, dep Deployment) {
 func abortRollout(v *view, p *plan) progress {
 	t := v.temporal()
 	msg := fmt.Sprintf("the rollout of version %s was aborted (annotation %s)", v.target, v1alpha1.AnnotationAbortRollout)
-	if ev := abortEvidence(v); ev != "" {
-		msg = fmt.Sprintf("the analysis aborted the rollout of version %s (annotation %s): %s", v.target, v1alpha1.AnnotationAbortRollout, ev)
+	evidence := abortEvidence(v)
+	if evidence != "" {
+		msg = fmt.Sprintf("the analysis aborted the rollout of version %s (annotation %s): %s", v.target, v1alpha1.AnnotationAbortRollout, evidence)
+	} else if evidence = stepGateEvidence(v); evidence != "" {
+		msg = fmt.Sprintf("a step gate aborted the rollout of version %s (annotation %s): %s", v.target, v1alpha1.AnnotationAbortRollout, evidence)
 	}
 	switch {
 	case t.RampingBuildID != v.target:
@@ -161,7 +164,7 @@ func abortRollout(v *view, p *plan) progress {
 	default:
 		msg += fmt.Sprintf("; its ramp of %d%% was set by %q and stays", t.RampPercentage, t.LastModifierIdentity)
 	}
-	if abortEvidence(v) != "" {
+	if evidence != "" {
 		return blockedBecause(v1alpha1.ReasonRolloutAborted, msg+abortAdvice(v))
 	}
 	return blockedBecause(v1alpha1.ReasonRolloutAborted, msg+

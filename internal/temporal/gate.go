@@ -35,6 +35,16 @@ func GateWorkflowID(deploymentName, buildID string) string {
 	return "rainbow-gate-" + hex.EncodeToString(h[:8]) + "-" + buildID
 }
 
+// StepGateWorkflowID is the workflow ID of the gate of a ramp step (its
+// rampPercentage), or of spec.rollout.gate for step 0. Build IDs hold no
+// '/', so no build's rollout gate shares it.
+func StepGateWorkflowID(deploymentName, buildID string, step int32) string {
+	if step == 0 {
+		return GateWorkflowID(deploymentName, buildID)
+	}
+	return fmt.Sprintf("%s/step-%d", GateWorkflowID(deploymentName, buildID), step)
+}
+
 // StartGate starts the gate workflow pinned to the version, so it runs on
 // that build's workers whatever the routing says. input is the workflow's
 // single argument as JSON, or nil for none. Starting again returns the
@@ -43,8 +53,8 @@ func GateWorkflowID(deploymentName, buildID string) string {
 // is replaced.
 // timeout, when positive, is the run's execution timeout: Temporal ends a
 // run that has not finished by then, and it reads as a failed gate.
-func (a *API) StartGate(ctx context.Context, deploymentName, buildID, taskQueue, workflowType string, input []byte, timeout time.Duration) (workflowID, runID string, err error) {
-	workflowID = GateWorkflowID(deploymentName, buildID)
+func (a *API) StartGate(ctx context.Context, deploymentName, buildID string, step int32, taskQueue, workflowType string, input []byte, timeout time.Duration) (workflowID, runID string, err error) {
+	workflowID = StepGateWorkflowID(deploymentName, buildID, step)
 	var args []any
 	if input != nil {
 		p, err := jsonPayload(input)
@@ -98,21 +108,21 @@ func jsonPayload(input []byte) (*commonpb.Payload, error) {
 
 // CancelGate requests cancellation of the gate run of a version. A gate
 // that is gone or already closed is no error.
-func (a *API) CancelGate(ctx context.Context, deploymentName, buildID string) error {
-	return endGate("CancelGate", deploymentName, buildID, func(id string) error { return a.c.CancelWorkflow(ctx, id, "") })
+func (a *API) CancelGate(ctx context.Context, deploymentName, buildID string, step int32) error {
+	return endGate("CancelGate", deploymentName, buildID, step, func(id string) error { return a.c.CancelWorkflow(ctx, id, "") })
 }
 
 // TerminateGate terminates the gate run of a version, reason going into
 // its history. A gate that is gone or already closed is no error.
-func (a *API) TerminateGate(ctx context.Context, deploymentName, buildID, reason string) error {
-	return endGate("TerminateGate", deploymentName, buildID, func(id string) error { return a.c.TerminateWorkflow(ctx, id, "", reason) })
+func (a *API) TerminateGate(ctx context.Context, deploymentName, buildID string, step int32, reason string) error {
+	return endGate("TerminateGate", deploymentName, buildID, step, func(id string) error { return a.c.TerminateWorkflow(ctx, id, "", reason) })
 }
 
 // endGate calls end with the gate's workflow ID. Without a run ID it
 // reaches the latest run, continue-as-new followed; only the controller
 // starts runs under that ID, and never while one is being ended.
-func endGate(op, deploymentName, buildID string, end func(workflowID string) error) error {
-	err := end(GateWorkflowID(deploymentName, buildID))
+func endGate(op, deploymentName, buildID string, step int32, end func(workflowID string) error) error {
+	err := end(StepGateWorkflowID(deploymentName, buildID, step))
 	var nf *serviceerror.NotFound
 	if err == nil || errors.As(err, &nf) {
 		return nil

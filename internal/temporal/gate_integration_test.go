@@ -26,7 +26,7 @@ func TestTerminateGate(t *testing.T) {
 	startWorker(ht, name, "v1", tq)
 
 	id := startGateWhenPinnable(ctx, ht, api, name, "v1", tq, demoworker.IgnoreCancelGateWorkflow, nil, 0)
-	if err := api.CancelGate(ctx, name, "v1"); err != nil {
+	if err := api.CancelGate(ctx, name, "v1", 0); err != nil {
 		t.Fatal(err)
 	}
 	// Its worker has had the cancellation for a while and ignored it.
@@ -36,7 +36,7 @@ func TestTerminateGate(t *testing.T) {
 		t.Fatalf("a gate ignoring its cancellation: %+v, %v; want still running", gs, err)
 	}
 
-	if err := api.TerminateGate(ctx, name, "v1", "rainbow: test"); err != nil {
+	if err := api.TerminateGate(ctx, name, "v1", 0, "rainbow: test"); err != nil {
 		t.Fatal(err)
 	}
 	ht.Eventually(20*time.Second, "the gate ended", func() (bool, string) {
@@ -46,10 +46,10 @@ func TestTerminateGate(t *testing.T) {
 	if gs.Phase != planner.GateCancelled || !strings.Contains(gs.Message, "terminated") {
 		t.Fatalf("a gate terminated after its cancellation request = %+v, want Cancelled, saying it was terminated", gs)
 	}
-	if err := api.TerminateGate(ctx, name, "v1", "rainbow: test"); err != nil {
+	if err := api.TerminateGate(ctx, name, "v1", 0, "rainbow: test"); err != nil {
 		t.Fatalf("terminating a closed gate: %v", err)
 	}
-	if err := api.TerminateGate(ctx, name, "never-started", "rainbow: test"); err != nil {
+	if err := api.TerminateGate(ctx, name, "never-started", 0, "rainbow: test"); err != nil {
 		t.Fatalf("terminating a gate never started: %v", err)
 	}
 }
@@ -63,7 +63,7 @@ func startGateWhenPinnable(ctx context.Context, ht *harness.T, api *API, deploym
 	var id string
 	ht.Eventually(20*time.Second, "gate "+workflowType+" started on "+build, func() (bool, string) {
 		var err error
-		id, _, err = api.StartGate(ctx, deployment, build, taskQueue, workflowType, input, timeout)
+		id, _, err = api.StartGate(ctx, deployment, build, 0, taskQueue, workflowType, input, timeout)
 		if err != nil && !errors.Is(err, ErrMissingTaskQueues) {
 			ht.Fatalf("StartGate %s on %s: %v", workflowType, build, err)
 		}

@@ -235,7 +235,7 @@ func TestGate(t *testing.T) {
 	api := newAPI(ht, "rainbow-test-"+ht.Suffix)
 	name := "gate-" + ht.Suffix
 	tq := ht.TaskQueue("q")
-	_, _, err := api.StartGate(ctx, name, "v2", tq, demoworker.GateWorkflow, nil, 0)
+	_, _, err := api.StartGate(ctx, name, "v2", 0, tq, demoworker.GateWorkflow, nil, 0)
 	wantKind(ht, "gate pinned to a version nobody polls", err, ErrMissingTaskQueues)
 
 	startWorker(ht, name, "v1", tq)
@@ -251,7 +251,7 @@ func TestGate(t *testing.T) {
 	// does; until then Temporal refuses to pin.
 	var id, runID string
 	ht.Eventually(10*time.Second, "gate started on v2", func() (bool, string) {
-		id, runID, err = api.StartGate(ctx, name, "v2", tq, demoworker.GateWorkflow, nil, 0)
+		id, runID, err = api.StartGate(ctx, name, "v2", 0, tq, demoworker.GateWorkflow, nil, 0)
 		if errors.Is(err, ErrMissingTaskQueues) {
 			return false, err.Error()
 		}
@@ -260,7 +260,7 @@ func TestGate(t *testing.T) {
 		}
 		return true, ""
 	})
-	if _, again, err := api.StartGate(ctx, name, "v2", tq, demoworker.GateWorkflow, nil, 0); err != nil || again != runID {
+	if _, again, err := api.StartGate(ctx, name, "v2", 0, tq, demoworker.GateWorkflow, nil, 0); err != nil || again != runID {
 		t.Fatalf("second start while running: run %q (first %q), err %v", again, runID, err)
 	}
 	var gs GateStatus
@@ -271,7 +271,7 @@ func TestGate(t *testing.T) {
 	if gs.Phase != planner.GateSucceeded || gs.Message != "gate passed on v2" || gs.BuildID != "v2" || gs.RunID != runID {
 		t.Fatalf("gate = %+v", gs)
 	}
-	if _, again, err := api.StartGate(ctx, name, "v2", tq, demoworker.GateWorkflow, nil, 0); err != nil || again != runID {
+	if _, again, err := api.StartGate(ctx, name, "v2", 0, tq, demoworker.GateWorkflow, nil, 0); err != nil || again != runID {
 		t.Fatalf("start after it closed: run %q (first %q), err %v", again, runID, err)
 	}
 
@@ -286,7 +286,7 @@ func TestGate(t *testing.T) {
 
 	// A gate that does not finish within its timeout fails, and says why.
 	hang := []byte(`{"Hang":true}`)
-	if err := api.CancelGate(ctx, name, "v1"); err != nil {
+	if err := api.CancelGate(ctx, name, "v1", 0); err != nil {
 		t.Fatalf("cancelling a closed gate: %v", err)
 	}
 	timedOut := name + "-timeout"
@@ -304,7 +304,7 @@ func TestGate(t *testing.T) {
 	cancelled := name + "-cancel"
 	startWorker(ht, cancelled, "v1", tq)
 	id = startGateWhenPinnable(ctx, ht, api, cancelled, "v1", tq, demoworker.GateWorkflow, hang, 0)
-	if err := api.CancelGate(ctx, cancelled, "v1"); err != nil {
+	if err := api.CancelGate(ctx, cancelled, "v1", 0); err != nil {
 		t.Fatal(err)
 	}
 	ht.Eventually(20*time.Second, "the gate cancelled", func() (bool, string) {
@@ -316,14 +316,14 @@ func TestGate(t *testing.T) {
 	}
 	// The version may become the target again: its gate then runs anew.
 	firstRun := gs.RunID
-	again, rerun, err := api.StartGate(ctx, cancelled, "v1", tq, demoworker.GateWorkflow, nil, 0)
+	again, rerun, err := api.StartGate(ctx, cancelled, "v1", 0, tq, demoworker.GateWorkflow, nil, 0)
 	if err != nil || again != id || rerun == "" || rerun == firstRun {
 		t.Fatalf("start after a cancellation: run %q (cancelled %q), err %v; want a new run", rerun, firstRun, err)
 	}
 
 	_, err = api.GateResult(ctx, GateWorkflowID(name, "never-started"))
 	wantKind(ht, "result of a gate never started", err, ErrNotFound)
-	_, _, err = api.StartGate(ctx, name, "v1", tq, demoworker.GateWorkflow, []byte(`{`), 0)
+	_, _, err = api.StartGate(ctx, name, "v1", 0, tq, demoworker.GateWorkflow, []byte(`{`), 0)
 	wantKind(ht, "invalid JSON input", err, ErrRefused)
 }
 

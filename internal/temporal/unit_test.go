@@ -297,3 +297,17 @@ func TestStateFromInfoActivation(t *testing.T) {
 		t.Fatalf("a server that reports no activation time was taken to report them: %+v", s)
 	}
 }
+
+func TestStepGateWorkflowID(t *testing.T) {
+	rollout := GateWorkflowID("ns/orders", "v2")
+	if StepGateWorkflowID("ns/orders", "v2", 0) != rollout {
+		t.Fatal("step 0 is not the rollout gate's ID")
+	}
+	ids := map[string]bool{rollout: true}
+	for _, id := range []string{StepGateWorkflowID("ns/orders", "v2", 10), StepGateWorkflowID("ns/orders", "v2", 50), StepGateWorkflowID("ns/orders", "v3", 10)} {
+		if ids[id] {
+			t.Fatalf("%q collides", id)
+		}
+		ids[id] = true
+	}
+}

@@ -69,6 +69,9 @@ func admissionTable() []admissionRow {
 	}
 	update := func(r admissionRow) admissionRow { r.name, r.update = r.name+" (update)", true; return r }
 	gate := func(g string) string { return `{"spec":{"rollout":{"gate":` + g + `}}}` }
+	stepGate := func(g string) string {
+		return `{"spec":{"rollout":{"strategy":"Progressive","steps":[{"rampPercentage":10,"pauseDuration":"1m","gate":` + g + `}]}}}`
+	}
 	return []admissionRow{
 		// TemporalWorkerDeployment: the schema and its CEL rules.
 		twd("no containers", `{"spec":{"template":{"spec":{"containers":null}}}}`, "spec.template.spec.containers", "Required value"),
@@ -104,7 +107,12 @@ func admissionTable() []admissionRow {
 			"spec.rollout.deploymentStrategy.maxUnavailable", "non-negative number or a percentage"),
 		twd("gate without workflowType", gate(`{"workflowType":""}`), "spec.rollout.gate.workflowType", "at least 1 chars long"),
 		twd("gate input and inputFrom", gate(`{"workflowType":"G","input":{"a":1},"inputFrom":{"configMapKeyRef":{"name":"x","key":"k"}}}`),
-			"spec.rollout.gate.inputFrom", "rollout.gate.input and rollout.gate.inputFrom are mutually exclusive"),
+			"spec.rollout.gate.inputFrom", "gate.input and gate.inputFrom are mutually exclusive"),
+		twd("step gate without workflowType", stepGate(`{"workflowType":""}`), "spec.rollout.steps[0].gate.workflowType", "at least 1 chars long"),
+		twd("step gate input and inputFrom", stepGate(`{"workflowType":"G","input":{"a":1},"inputFrom":{"configMapKeyRef":{"name":"x","key":"k"}}}`),
+			"spec.rollout.steps[0].gate.inputFrom", "gate.input and gate.inputFrom are mutually exclusive"),
+		twd("step gate input not an object", stepGate(`{"workflowType":"G","input":"go"}`), "spec.rollout.steps[0].gate.input", "must be of type object"),
+		twd("step gate timeout that is no duration", stepGate(`{"workflowType":"G","timeout":"1 hour"}`), "spec.rollout.steps[0].gate.timeout", "should match"),
 		twd("gate inputFrom with both sources", gate(`{"workflowType":"G","inputFrom":{"configMapKeyRef":{"name":"x","key":"k"},"secretKeyRef":{"name":"y","key":"k"}}}`),
 			"spec.rollout.gate.inputFrom", "exactly one of configMapKeyRef and secretKeyRef"),
 		twd("gate input not an object", gate(`{"workflowType":"G","input":"go"}`), "spec.rollout.gate.input", "must be of type object"),

@@ -19,7 +19,7 @@ import (
 // docs/strategies.md tells people to, and checks that each reaches what its
 // strategy promises: AllAtOnce and a passing gate end with the version
 // current; Progressive does too, and a second version then ramps through the
-// example's steps; Manual waits for a person, and a person's
+// example's steps, passing their gates; Manual waits for a person, and a person's
 // set-current-version completes it. Only the namespaces, the Temporal address
 // and the task queue are changed, so that tests do not share them.
 func TestExamplesRollOut(t *testing.T) {
@@ -50,6 +50,14 @@ func TestExamplesRollOut(t *testing.T) {
 					r.helloLoad(t)
 				}
 				exampleRampsThroughSteps(r, twd.Spec.Rollout.Steps)
+				for _, st := range twd.Spec.Rollout.Steps {
+					// A passed step gate: the last one run is in status.
+					if st.Gate != nil {
+						if g := r.Get().Status.Gate; g == nil || g.Step == 0 || g.Result != "Succeeded" {
+							t.Fatalf("step gate: status.gate %+v, want a step's gate Succeeded", g)
+						}
+					}
+				}
 			case v1alpha1.StrategyManual:
 				got := r.waitCondition(2*time.Minute, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForPromotion)
 				if c := findCondition(got, v1alpha1.ConditionProgressing); c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonWaitingForPromotion {

@@ -311,10 +311,10 @@ func temporalErr(out *outcome, err error) {
 
 // startGate starts the gate workflow pinned to the target, as planned.
 func (r *Reconciler) startGate(ctx context.Context, o *observation, g *planner.StartGate, out *outcome) error {
-	id, run, err := o.api.StartGate(ctx, o.deploymentName, g.BuildID, g.TaskQueue, g.WorkflowType, g.Input, g.Timeout)
+	id, run, err := o.api.StartGate(ctx, o.deploymentName, g.BuildID, g.Step, g.TaskQueue, g.WorkflowType, g.Input, g.Timeout)
 	if err != nil {
 		return err
 	}
-	out.gate = &v1alpha1.GateStatus{BuildID: g.BuildID, WorkflowID: id, RunID: run, Result: string(planner.GateRunning)}
+	out.gate = &v1alpha1.GateStatus{BuildID: g.BuildID, Step: g.Step, WorkflowID: id, RunID: run, Result: string(planner.GateRunning)}
 	return nil
 }

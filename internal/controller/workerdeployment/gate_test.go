@@ -206,3 +206,21 @@ func TestCancelRequestRoundsUp(t *testing.T) {
 		t.Errorf("ceilSecond(%s) = %s, want %s", at.Add(230*time.Millisecond), got, at.Add(time.Second))
 	}
 }
+
+// A step's gate counts as a gate: its runs are read every pass, never
+// taken from a remembered state (TestStepGates failed without it).
+func TestHasGate(t *testing.T) {
+	twd := &v1alpha1.TemporalWorkerDeployment{}
+	twd.Spec.Rollout.Steps = []v1alpha1.RolloutStep{{RampPercentage: 10}, {RampPercentage: 50}}
+	if hasGate(twd) {
+		t.Fatal("no gate named, yet hasGate")
+	}
+	twd.Spec.Rollout.Steps[1].Gate = &v1alpha1.GateWorkflow{WorkflowType: "G"}
+	if !hasGate(twd) {
+		t.Fatal("a step's gate is not counted")
+	}
+	twd.Spec.Rollout.Steps[1].Gate, twd.Spec.Rollout.Gate = nil, &v1alpha1.GateWorkflow{WorkflowType: "G"}
+	if !hasGate(twd) {
+		t.Fatal("spec.rollout.gate is not counted")
+	}
+}

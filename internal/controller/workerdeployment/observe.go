@@ -145,12 +145,13 @@ func (r *Reconciler) observe(ctx context.Context, twd *v1alpha1.TemporalWorkerDe
 	case freshness.Settled:
 		e := b.settled
 		o.input.Temporal, o.token, o.reused = copyState(e.state), e.token, true
-		if twd.Spec.Rollout.Gate != nil {
+		if twd.Status.Gate != nil {
 			// Remembered only while the target is current or waits
-			// for a person, so its gate is settled.
+			// for a person, so its gate is settled (an aborted step
+			// gate's failure is the abort's evidence).
 			o.gate = twd.Status.Gate.DeepCopy()
 			if g := o.gate; g != nil && g.BuildID == o.targetBuildID {
-				o.input.Gate = &planner.GateRun{BuildID: g.BuildID, Phase: planner.GatePhase(g.Result), Message: g.Message}
+				o.input.Gate = recordedGate(g)
 			}
 		}
 		return o, nil
@@ -349,7 +350,14 @@ func plannerSpec(twd *v1alpha1.TemporalWorkerDeployment, target string, maxVersi
 		s.Strategy = v1alpha1.StrategyAllAtOnce
 	}
 	for _, st := range twd.Spec.Rollout.Steps {
-		s.Steps = append(s.Steps, planner.Step{RampPercentage: st.RampPercentage, Pause: st.PauseDuration.Duration})
+		step := planner.Step{RampPercentage: st.RampPercentage, Pause: st.PauseDuration.Duration}
+		if g := st.Gate; g != nil {
+			step.Gate = &planner.StepGate{WorkflowType: g.WorkflowType}
+			if g.Timeout != nil {
+				step.Gate.Timeout = g.Timeout.Duration
+			}
+		}
+		s.Steps = append(s.Steps, step)
 	}
 	if g := twd.Spec.Rollout.Gate; g != nil {
 		s.GateWorkflowType = g.WorkflowType

@@ -33,7 +33,7 @@ type rolloutEntry struct {
 func rememberRecent(c *rolloutDescribes, o *observation, res planner.Result, out outcome, requeue time.Duration, now time.Time) {
 	key := keyOf(o.twd)
 	troubled := o.api == nil || o.retryBusy > 0 || len(out.failed) > 0 || out.retrySoon || len(o.drainErrs) > 0
-	if !freshness.KeepRecent(o.input, res, troubled, o.twd.Spec.Rollout.Gate != nil) {
+	if !freshness.KeepRecent(o.input, res, troubled, hasGate(o.twd)) {
 		c.forget(key)
 		return
 	}
