@@ -136,13 +136,16 @@ func TestHealthyRolloutsNeverLookFailed(t *testing.T) {
 			t.Spec.Template.Spec.Containers[0].Image = fmt.Sprintf("rainbow.local/demo-worker:v%d", 2*i+1)
 			t.Spec.Rollout = v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyAllAtOnce}
 		})
-		r.WaitCurrent(3*time.Minute, r.BuildID())
+		// Generous: a quarter of the reads refused, each backing the
+		// next pass off further, can stall a pass for minutes on a
+		// loaded machine (make test, 2026-11-27: 3 minutes at v5).
+		r.WaitCurrent(6*time.Minute, r.BuildID())
 		r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {
 			t.Spec.Template.Spec.Containers[0].Image = fmt.Sprintf("rainbow.local/demo-worker:v%d", 2*i+2)
 			t.Spec.Rollout = v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyProgressive,
 				Steps: []v1alpha1.RolloutStep{{RampPercentage: 50, PauseDuration: metav1.Duration{Duration: 2 * time.Second}}}}
 		})
-		r.WaitCurrent(3*time.Minute, r.BuildID())
+		r.WaitCurrent(6*time.Minute, r.BuildID())
 	}
 	proxy.Pass()
 	looks, failed := w.result()
