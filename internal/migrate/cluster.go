@@ -138,14 +138,8 @@ func act(ctx context.Context, c client.Client, s Step) error {
 		}
 		return ignoreExists(c.Create(ctx, s.TWOR.DeepCopy()))
 	case RetireWorker:
-		var deps appsv1.DeploymentList
-		if err := c.List(ctx, &deps, client.InNamespace(s.Namespace)); err != nil {
+		if err := ownsNoDeployment(ctx, c, s.Namespace, "WorkerDeployment "+s.Name, types.UID(s.IncumbentUID)); err != nil {
 			return err
-		}
-		for _, d := range deps.Items {
-			if ref := metav1.GetControllerOf(&d); ref != nil && string(ref.UID) == s.IncumbentUID {
-				return fmt.Errorf("WorkerDeployment %s still controls Deployment %s; it is not removed", s.Name, d.Name)
-			}
 		}
 		return deleteIncumbent(ctx, c, KindWorkerDeployment, s, metav1.DeletePropagationOrphan)
 	case RetireConnection:
@@ -167,14 +161,8 @@ func act(ctx context.Context, c client.Client, s Step) error {
 		} else if err != nil {
 			return err
 		}
-		var deps appsv1.DeploymentList
-		if err := c.List(ctx, &deps, client.InNamespace(s.Namespace)); err != nil {
+		if err := ownsNoDeployment(ctx, c, s.Namespace, "TemporalWorkerDeployment "+s.Name, twd.UID); err != nil {
 			return err
-		}
-		for _, d := range deps.Items {
-			if ref := metav1.GetControllerOf(&d); ref != nil && ref.UID == twd.UID {
-				return fmt.Errorf("TemporalWorkerDeployment %s still controls Deployment %s; it is not removed", s.Name, d.Name)
-			}
 		}
 		return removeWithoutCleanup(ctx, c, &twd, s, metav1.DeletePropagationBackground)
 	case RetireTConn:
@@ -347,4 +335,20 @@ func returnOwned(ctx context.Context, c client.Client, s Step) error {
 		return nil
 	}
 	return ignoreExists(c.Create(ctx, s.Incumbent.DeepCopy()))
+}
+
+// ownsNoDeployment fails if the object with uid (what names it) still
+// controls a Deployment of namespace: removing it would let the garbage
+// collector take that Deployment's workers.
+func ownsNoDeployment(ctx context.Context, c client.Client, namespace, what string, uid types.UID) error {
+	var deps appsv1.DeploymentList
+	if err := c.List(ctx, &deps, client.InNamespace(namespace)); err != nil {
+		return err
+	}
+	for _, d := range deps.Items {
+		if ref := metav1.GetControllerOf(&d); ref != nil && ref.UID == uid {
+			return fmt.Errorf("%s still controls Deployment %s; it is not removed", what, d.Name)
+		}
+	}
+	return nil
 }
