@@ -76,16 +76,7 @@ func (r *Reconciler) observeAnalysis(ctx context.Context, o *observation) {
 		return
 	}
 	checks := o.input.Spec.Analysis.Checks
-	counts := 0
-	for _, c := range checks {
-		if c.Kind == v1alpha1.CheckWorkflowFailureRate {
-			counts = 1
-			if c.CompareCurrent {
-				counts = 2
-				break
-			}
-		}
-	}
+	counts := visibilityCounts(checks)
 	budgetErr := ""
 	if counts > 0 && !r.analysis.allow(o.connKey, counts, r.Clock.Now()) {
 		budgetErr = fmt.Sprintf("the namespace's analysis read budget (%d visibility counts a second) is spent; evaluated again in spec.rollout.analysis.interval", analysisRPS)
@@ -117,6 +108,25 @@ func (r *Reconciler) observeAnalysis(ctx context.Context, o *observation) {
 		memo[build] = out
 		return out
 	}
+	type stuckCount struct {
+		on, stuck int64
+		err       string
+	}
+	stuckMemo := map[v1alpha1.WorkflowTaskFailureCause]stuckCount{}
+	stuck := func(cause v1alpha1.WorkflowTaskFailureCause) stuckCount {
+		if out, ok := stuckMemo[cause]; ok {
+			return out
+		}
+		out := stuckCount{err: budgetErr}
+		if out.err == "" {
+			var err error
+			if out.on, out.stuck, err = o.api.StuckWorkflows(ctx, o.deploymentName, rd.BuildID, string(cause)); err != nil {
+				out.err = err.Error()
+			}
+		}
+		stuckMemo[cause] = out
+		return out
+	}
 	readings := make([]planner.Reading, 0, len(checks))
 	for _, c := range checks {
 		rg := planner.Reading{Check: c.Name}
@@ -128,6 +138,9 @@ func (r *Reconciler) observeAnalysis(ctx context.Context, o *observation) {
 				cur := count(rd.CurrentBuildID)
 				rg.CurrentClosed, rg.CurrentFailed, rg.Err = cur.closed, cur.failed, cur.err
 			}
+		case v1alpha1.CheckWorkflowTaskFailures:
+			t := stuck(c.Cause)
+			rg.OnTarget, rg.Stuck, rg.Err = t.on, t.stuck, t.err
 		case v1alpha1.CheckBacklogAge:
 			d, ok := o.details[rd.BuildID]
 			if !ok {
@@ -150,6 +163,27 @@ func (r *Reconciler) observeAnalysis(ctx context.Context, o *observation) {
 	logf.FromContext(ctx).V(1).Info("rollout analysis read", "build", rd.BuildID, "since", rd.Since, "readings", readings)
 }
 
+// visibilityCounts is how many CountWorkflowExecutions an evaluation of
+// checks makes: one for the target's outcomes and one for the current
+// version's, shared by the failure-rate checks, and two for each cause the
+// workflow-task checks name.
+func visibilityCounts(checks []planner.Check) int {
+	outcomes := map[bool]bool{}
+	causes := map[v1alpha1.WorkflowTaskFailureCause]bool{}
+	for _, c := range checks {
+		switch c.Kind {
+		case v1alpha1.CheckWorkflowFailureRate:
+			outcomes[false] = true
+			if c.CompareCurrent {
+				outcomes[true] = true
+			}
+		case v1alpha1.CheckWorkflowTaskFailures:
+			causes[c.Cause] = true
+		}
+	}
+	return len(outcomes) + 2*len(causes)
+}
+
 // analysisSpec is spec.rollout.analysis for the planner, with the CRD's
 // defaults for objects written before they existed.
 func analysisSpec(a *v1alpha1.AnalysisSpec) *planner.Analysis {
@@ -162,7 +196,7 @@ func analysisSpec(a *v1alpha1.AnalysisSpec) *planner.Analysis {
 	}
 	for _, c := range a.Checks {
 		pc := planner.Check{Name: c.Name, Kind: c.Kind, MaxPercent: c.MaxPercent, CompareCurrent: c.Compare == v1alpha1.CompareCurrent,
-			MinSamples: int64(c.MinSamples), FailureLimit: c.FailureLimit}
+			Cause: c.Cause, MinSamples: int64(c.MinSamples), FailureLimit: c.FailureLimit}
 		if pc.MinSamples <= 0 {
 			pc.MinSamples = 20 // the CRD's default
 		}
