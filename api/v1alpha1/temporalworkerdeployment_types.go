@@ -190,23 +190,15 @@ const (
 	// Terminated, among those that closed (Temporal's visibility).
 	CheckWorkflowFailureRate AnalysisCheckKind = "WorkflowFailureRate"
 	// CheckWorkflowTaskFailures: the share of the target's workflows that
-	// are stuck on a workflow task failing again and again (a
-	// non-determinism error, a panic), as Temporal's TemporalReportedProblems
-	// search attribute marks them.
+	// are stuck on a workflow task failing or timing out again and again
+	// (a non-determinism error, a panic), as Temporal's
+	// TemporalReportedProblems search attribute marks them.
 	CheckWorkflowTaskFailures AnalysisCheckKind = "WorkflowTaskFailures"
 	// CheckBacklogAge: the age of the oldest task waiting in the target's
 	// task queues (Temporal's task queue statistics).
 	CheckBacklogAge AnalysisCheckKind = "BacklogAge"
 )
 
-// WorkflowTaskFailureCause narrows a WorkflowTaskFailures check to one
-// cause of failure.
-// +kubebuilder:validation:Enum=NonDeterministicError
-type WorkflowTaskFailureCause string
-
-// CauseNonDeterministicError: the workflow's code no longer replays its
-// history.
-const CauseNonDeterministicError WorkflowTaskFailureCause = "NonDeterministicError"
 
 // AnalysisCompare names what a failure rate is compared with.
 // +kubebuilder:validation:Enum=Current
@@ -243,7 +235,6 @@ type AnalysisSpec struct {
 // +kubebuilder:validation:XValidation:rule="self.kind != 'WorkflowFailureRate' || !has(self.maxAge)",message="spec.rollout.analysis.checks[].maxAge is for BacklogAge checks only",fieldPath=".maxAge"
 // +kubebuilder:validation:XValidation:rule="!has(self.marginPercent) || has(self.compare)",message="spec.rollout.analysis.checks[].marginPercent needs compare",fieldPath=".marginPercent"
 // +kubebuilder:validation:XValidation:rule="self.kind != 'WorkflowTaskFailures' || (has(self.maxPercent) && !has(self.compare) && !has(self.maxAge))",message="spec.rollout.analysis.checks[]: a WorkflowTaskFailures check needs maxPercent, and takes no compare or maxAge",fieldPath=".maxPercent"
-// +kubebuilder:validation:XValidation:rule="!has(self.cause) || self.kind == 'WorkflowTaskFailures'",message="spec.rollout.analysis.checks[].cause is for WorkflowTaskFailures checks only",fieldPath=".cause"
 type AnalysisCheck struct {
 	// Name identifies the check in status, Events and metrics.
 	// +kubebuilder:validation:MinLength=1
@@ -268,10 +259,6 @@ type AnalysisCheck struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	MarginPercent *int32 `json:"marginPercent,omitempty"`
-	// Cause counts, in a WorkflowTaskFailures check, only workflows whose
-	// workflow task fails for this cause; every cause when absent.
-	// +optional
-	Cause WorkflowTaskFailureCause `json:"cause,omitempty"`
 	// MaxAge fails a BacklogAge check whose oldest waiting task is older.
 	// +optional
 	// +kubebuilder:validation:Type=string

@@ -25,8 +25,6 @@ type Check struct {
 	// over the same window plus MarginPercent.
 	CompareCurrent bool
 	MarginPercent  int32
-	// Cause narrows a WorkflowTaskFailures check; empty counts every cause.
-	Cause v1alpha1.WorkflowTaskFailureCause
 	// MaxAge bounds a BacklogAge check.
 	MaxAge       time.Duration
 	MinSamples   int64
@@ -185,12 +183,8 @@ func Judge(c Check, r Reading, since time.Time) (v1alpha1.AnalysisResult, string
 // judgeStuck judges a WorkflowTaskFailures check: the share of the
 // target's workflows whose workflow task keeps failing, against maxPercent.
 func judgeStuck(c Check, r Reading) (v1alpha1.AnalysisResult, string) {
-	what := "a workflow task that keeps failing"
-	if c.Cause != "" {
-		what = fmt.Sprintf("a workflow task that keeps failing with %s", c.Cause)
-	}
-	got := fmt.Sprintf("%s: %d of %d workflows on the target are stuck on %s (%.1f%%)",
-		c.Name, r.Stuck, r.OnTarget, what, 100*float64(r.Stuck)/float64(max(r.OnTarget, 1)))
+	got := fmt.Sprintf("%s: %d of %d workflows on the target are stuck on a workflow task that keeps failing or timing out (%.1f%%)",
+		c.Name, r.Stuck, r.OnTarget, 100*float64(r.Stuck)/float64(max(r.OnTarget, 1)))
 	if r.OnTarget < c.MinSamples {
 		return v1alpha1.AnalysisInconclusive, fmt.Sprintf("%s; fewer than minSamples (%d): holding the step until more run there", got, c.MinSamples)
 	}

@@ -143,10 +143,6 @@ func admissionTable() []admissionRow {
 			"spec.rollout.analysis.checks[0].maxPercent", "a WorkflowTaskFailures check needs maxPercent"),
 		twd("workflow-task check with compare", analysis(`[{"name":"t","kind":"WorkflowTaskFailures","maxPercent":0,"compare":"Current"}]`),
 			"spec.rollout.analysis.checks[0].maxPercent", "takes no compare or maxAge"),
-		twd("cause on a failure-rate check", analysis(`[{"name":"f","kind":"WorkflowFailureRate","maxPercent":5,"cause":"NonDeterministicError"}]`),
-			"spec.rollout.analysis.checks[0].cause", "cause is for WorkflowTaskFailures checks only"),
-		twd("unknown cause", analysis(`[{"name":"t","kind":"WorkflowTaskFailures","maxPercent":0,"cause":"Panic"}]`),
-			"spec.rollout.analysis.checks[0].cause", "Unsupported value"),
 		twd("step gate without Progressive", `{"spec":{"rollout":{"strategy":"AllAtOnce","steps":[{"rampPercentage":10,"pauseDuration":"1m","gate":{"workflowType":"RolloutGate"}}]}}}`,
 			"spec.rollout.steps", "gate needs spec.rollout.strategy Progressive"),
 		twd("analysis interval under 5s", `{"spec":{"rollout":{"strategy":"Progressive","steps":[{"rampPercentage":10,"pauseDuration":"1m"}],`+

@@ -108,24 +108,18 @@ func (r *Reconciler) observeAnalysis(ctx context.Context, o *observation) {
 		memo[build] = out
 		return out
 	}
-	type stuckCount struct {
-		on, stuck int64
-		err       string
-	}
-	stuckMemo := map[v1alpha1.WorkflowTaskFailureCause]stuckCount{}
-	stuck := func(cause v1alpha1.WorkflowTaskFailureCause) stuckCount {
-		if out, ok := stuckMemo[cause]; ok {
-			return out
-		}
-		out := stuckCount{err: budgetErr}
-		if out.err == "" {
-			var err error
-			if out.on, out.stuck, err = o.api.StuckWorkflows(ctx, o.deploymentName, rd.BuildID, string(cause)); err != nil {
-				out.err = err.Error()
+	var stuckRead *planner.Reading
+	stuck := func() planner.Reading {
+		if stuckRead == nil {
+			stuckRead = &planner.Reading{Err: budgetErr}
+			if budgetErr == "" {
+				var err error
+				if stuckRead.OnTarget, stuckRead.Stuck, err = o.api.StuckWorkflows(ctx, o.deploymentName, rd.BuildID); err != nil {
+					stuckRead.Err = err.Error()
+				}
 			}
 		}
-		stuckMemo[cause] = out
-		return out
+		return *stuckRead
 	}
 	readings := make([]planner.Reading, 0, len(checks))
 	for _, c := range checks {
@@ -139,8 +133,8 @@ func (r *Reconciler) observeAnalysis(ctx context.Context, o *observation) {
 				rg.CurrentClosed, rg.CurrentFailed, rg.Err = cur.closed, cur.failed, cur.err
 			}
 		case v1alpha1.CheckWorkflowTaskFailures:
-			t := stuck(c.Cause)
-			rg.OnTarget, rg.Stuck, rg.Err = t.on, t.stuck, t.err
+			t := stuck()
+			rg.OnTarget, rg.Stuck, rg.Err = t.OnTarget, t.Stuck, t.Err
 		case v1alpha1.CheckBacklogAge:
 			d, ok := o.details[rd.BuildID]
 			if !ok {
@@ -165,23 +159,28 @@ func (r *Reconciler) observeAnalysis(ctx context.Context, o *observation) {
 
 // visibilityCounts is how many CountWorkflowExecutions an evaluation of
 // checks makes: one for the target's outcomes and one for the current
-// version's, shared by the failure-rate checks, and two for each cause the
-// workflow-task checks name.
+// version's, shared by the failure-rate checks, and two shared by the
+// workflow-task checks.
 func visibilityCounts(checks []planner.Check) int {
-	outcomes := map[bool]bool{}
-	causes := map[v1alpha1.WorkflowTaskFailureCause]bool{}
+	var target, current, stuck bool
 	for _, c := range checks {
 		switch c.Kind {
 		case v1alpha1.CheckWorkflowFailureRate:
-			outcomes[false] = true
-			if c.CompareCurrent {
-				outcomes[true] = true
-			}
+			target, current = true, current || c.CompareCurrent
 		case v1alpha1.CheckWorkflowTaskFailures:
-			causes[c.Cause] = true
+			stuck = true
 		}
 	}
-	return len(outcomes) + 2*len(causes)
+	n := 0
+	for _, b := range []bool{target, current} {
+		if b {
+			n++
+		}
+	}
+	if stuck {
+		n += 2
+	}
+	return n
 }
 
 // analysisSpec is spec.rollout.analysis for the planner, with the CRD's
@@ -196,7 +195,7 @@ func analysisSpec(a *v1alpha1.AnalysisSpec) *planner.Analysis {
 	}
 	for _, c := range a.Checks {
 		pc := planner.Check{Name: c.Name, Kind: c.Kind, MaxPercent: c.MaxPercent, CompareCurrent: c.Compare == v1alpha1.CompareCurrent,
-			Cause: c.Cause, MinSamples: int64(c.MinSamples), FailureLimit: c.FailureLimit}
+			MinSamples: int64(c.MinSamples), FailureLimit: c.FailureLimit}
 		if pc.MinSamples <= 0 {
 			pc.MinSamples = 20 // the CRD's default
 		}
