@@ -47,6 +47,10 @@ test: kube-bins bins image runc promtool chromium $(HELM) $(HELM4) vet verify-ge
 	go test $(GO_TEST_FLAGS) -timeout 60m ./...
 	cd dev/cmd/devenv && go test $(GO_TEST_FLAGS) -timeout 10m ./...
 
+.PHONY: test-quick
+test-quick: ## The inner loop (under 2 minutes warm): unit tests and a few seconds of each planner fuzz target; make test stays the whole suite
+	@hack/test-quick.sh
+
 # The full soak: SOAK_DURATION of rollouts, controller restarts and live
 # workflows, then the checks; a two-minute smoke of it runs in `make test`.
 SOAK_DURATION ?= 20m

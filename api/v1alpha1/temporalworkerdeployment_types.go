@@ -113,6 +113,7 @@ type ConnectionReference struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.steps) || self.steps.map(s, s.rampPercentage).isSorted()",message="rollout.steps[].rampPercentage must be strictly increasing",fieldPath=".steps"
 // +kubebuilder:validation:XValidation:rule="!has(self.steps) || self.steps.all(a, self.steps.exists_one(b, b.rampPercentage == a.rampPercentage))",message="rollout.steps[].rampPercentage must be strictly increasing (no repeated values)",fieldPath=".steps"
 // +kubebuilder:validation:XValidation:rule="!has(self.analysis) || self.strategy == 'Progressive'",message="spec.rollout.analysis needs spec.rollout.strategy Progressive: it judges ramp steps",fieldPath=".analysis"
+// +kubebuilder:validation:XValidation:rule="!has(self.steps) || self.strategy == 'Progressive' || self.steps.all(s, !has(s.gate))",message="spec.rollout.steps[].gate needs spec.rollout.strategy Progressive: only its ramp steps run gates",fieldPath=".steps"
 type RolloutSpec struct {
 	// Strategy is Manual, AllAtOnce or Progressive.
 	// +kubebuilder:default=AllAtOnce
@@ -180,7 +181,7 @@ type RolloutSpec struct {
 }
 
 // AnalysisCheckKind is what a check measures.
-// +kubebuilder:validation:Enum=WorkflowFailureRate;BacklogAge
+// +kubebuilder:validation:Enum=WorkflowFailureRate;WorkflowTaskFailures;BacklogAge
 type AnalysisCheckKind string
 
 const (
@@ -188,10 +189,16 @@ const (
 	// target since it got traffic and closed Failed, TimedOut or
 	// Terminated, among those that closed (Temporal's visibility).
 	CheckWorkflowFailureRate AnalysisCheckKind = "WorkflowFailureRate"
+	// CheckWorkflowTaskFailures: the share of the target's workflows that
+	// are stuck on a workflow task failing or timing out again and again
+	// (a non-determinism error, a panic), as Temporal's
+	// TemporalReportedProblems search attribute marks them.
+	CheckWorkflowTaskFailures AnalysisCheckKind = "WorkflowTaskFailures"
 	// CheckBacklogAge: the age of the oldest task waiting in the target's
 	// task queues (Temporal's task queue statistics).
 	CheckBacklogAge AnalysisCheckKind = "BacklogAge"
 )
+
 
 // AnalysisCompare names what a failure rate is compared with.
 // +kubebuilder:validation:Enum=Current
@@ -227,15 +234,17 @@ type AnalysisSpec struct {
 // +kubebuilder:validation:XValidation:rule="self.kind != 'BacklogAge' || (has(self.maxAge) && !has(self.maxPercent) && !has(self.compare) && !has(self.marginPercent))",message="spec.rollout.analysis.checks[]: a BacklogAge check needs maxAge, and takes no maxPercent, compare or marginPercent",fieldPath=".maxAge"
 // +kubebuilder:validation:XValidation:rule="self.kind != 'WorkflowFailureRate' || !has(self.maxAge)",message="spec.rollout.analysis.checks[].maxAge is for BacklogAge checks only",fieldPath=".maxAge"
 // +kubebuilder:validation:XValidation:rule="!has(self.marginPercent) || has(self.compare)",message="spec.rollout.analysis.checks[].marginPercent needs compare",fieldPath=".marginPercent"
+// +kubebuilder:validation:XValidation:rule="self.kind != 'WorkflowTaskFailures' || (has(self.maxPercent) && !has(self.compare) && !has(self.maxAge))",message="spec.rollout.analysis.checks[]: a WorkflowTaskFailures check needs maxPercent, and takes no compare or maxAge",fieldPath=".maxPercent"
 type AnalysisCheck struct {
 	// Name identifies the check in status, Events and metrics.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Name string `json:"name"`
-	// Kind is WorkflowFailureRate or BacklogAge.
+	// Kind is WorkflowFailureRate, WorkflowTaskFailures or BacklogAge.
 	Kind AnalysisCheckKind `json:"kind"`
-	// MaxPercent fails a WorkflowFailureRate check whose rate is above it.
+	// MaxPercent fails a WorkflowFailureRate or WorkflowTaskFailures check
+	// whose rate is above it.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
@@ -257,6 +266,7 @@ type AnalysisCheck struct {
 	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
 	// MinSamples is the fewest closed workflows of the target (and, with
 	// compare, of the current version) a WorkflowFailureRate check
+	// decides on, or workflows on the target a WorkflowTaskFailures check
 	// decides on; below it the check is inconclusive and holds the step.
 	// +optional
 	// +kubebuilder:default=20

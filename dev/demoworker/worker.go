@@ -21,6 +21,10 @@ type Options struct {
 	// FailShare is the share of Hello workflows that fail
 	// (DEMO_FAIL_SHARE, 0 to 1): a bad version for rollout analysis.
 	FailShare float64
+	// NondeterminismShare is the share of Hello workflows left stuck on a
+	// failing workflow task, a non-determinism error
+	// (DEMO_NONDETERMINISM_SHARE, 0 to 1).
+	NondeterminismShare float64
 }
 
 // NewWithOptions is New with opts.
@@ -36,7 +40,7 @@ func NewWithOptions(c client.Client, env workerenv.Config, taskQueue string, opt
 		MaxConcurrentActivityExecutionSize: opts.MaxConcurrentActivities,
 	})
 	pinned := workflow.RegisterOptions{VersioningBehavior: workflow.VersioningBehaviorPinned}
-	w.RegisterWorkflowWithOptions(failing(Hello, opts.FailShare), withName(pinned, HelloWorkflow))
+	w.RegisterWorkflowWithOptions(failing(nondeterministic(Hello, opts.NondeterminismShare), opts.FailShare), withName(pinned, HelloWorkflow))
 	w.RegisterWorkflowWithOptions(Long, withName(pinned, LongPinnedWorkflow))
 	w.RegisterWorkflowWithOptions(RolloutGate, withName(pinned, GateWorkflow))
 	w.RegisterWorkflowWithOptions(IgnoreCancelGate, withName(pinned, IgnoreCancelGateWorkflow))

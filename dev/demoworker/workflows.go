@@ -130,20 +130,50 @@ func Hello(ctx workflow.Context, name string) (string, error) {
 	return fmt.Sprintf("hello %s from %s", name, id), nil
 }
 
-// failing makes a share of the workflow's runs fail, chosen by a hash of
-// the workflow ID so that a replay decides the same.
+// failing makes a share of the workflow's runs fail.
 func failing(wf func(workflow.Context, string) (string, error), share float64) func(workflow.Context, string) (string, error) {
 	if share <= 0 {
 		return wf
 	}
 	return func(ctx workflow.Context, name string) (string, error) {
-		h := fnv.New32a()
-		h.Write([]byte(workflow.GetInfo(ctx).WorkflowExecution.ID))
-		if float64(h.Sum32()%1000) < share*1000 {
+		if chosen(ctx, share) {
 			return "", temporal.NewNonRetryableApplicationError(fmt.Sprintf("demo failure: DEMO_FAIL_SHARE=%g", share), "DemoFailure", nil)
 		}
 		return wf(ctx, name)
 	}
+}
+
+// nondeterministic leaves a share of the Hello runs stuck on a workflow
+// task that keeps failing: the second workflow task panics (once the
+// activity's result is in), and every retry then replays a history the
+// code no longer makes (replaying, it starts a timer where the history
+// has the activity), a non-determinism error.
+func nondeterministic(wf func(workflow.Context, string) (string, error), share float64) func(workflow.Context, string) (string, error) {
+	if share <= 0 {
+		return wf
+	}
+	return func(ctx workflow.Context, name string) (string, error) {
+		if !chosen(ctx, share) {
+			return wf(ctx, name)
+		}
+		if workflow.IsReplaying(ctx) {
+			if err := workflow.Sleep(ctx, time.Millisecond); err != nil {
+				return "", err
+			}
+		}
+		if _, err := whoAmI(ctx); err != nil {
+			return "", err
+		}
+		panic(fmt.Sprintf("demo panic: DEMO_NONDETERMINISM_SHARE=%g", share))
+	}
+}
+
+// chosen picks a share of the workflows by a hash of the workflow ID, so
+// that a replay decides the same.
+func chosen(ctx workflow.Context, share float64) bool {
+	h := fnv.New32a()
+	h.Write([]byte(workflow.GetInfo(ctx).WorkflowExecution.ID))
+	return float64(h.Sum32()%1000) < share*1000
 }
 
 // Long runs until the finish signal or its duration, calling WhoAmI at the

@@ -60,6 +60,10 @@ type Reading struct {
 	// Terminated; Current* the same for the current version.
 	Closed, Failed               int64
 	CurrentClosed, CurrentFailed int64
+	// OnTarget counts the workflows on the target (any start time: an
+	// auto-upgrade workflow moved onto it replays there), Stuck those
+	// among them running with a workflow task that keeps failing.
+	OnTarget, Stuck int64
 	// BacklogAge is the oldest waiting task of the target's task queues.
 	BacklogAge time.Duration
 }
@@ -144,6 +148,8 @@ func Judge(c Check, r Reading, since time.Time) (v1alpha1.AnalysisResult, string
 			return v1alpha1.AnalysisFailed, msg
 		}
 		return v1alpha1.AnalysisPassed, msg
+	case v1alpha1.CheckWorkflowTaskFailures:
+		return judgeStuck(c, r)
 	case v1alpha1.CheckWorkflowFailureRate:
 	default:
 		return v1alpha1.AnalysisInconclusive, fmt.Sprintf("%s: unknown kind %q", c.Name, c.Kind)
@@ -172,6 +178,21 @@ func Judge(c Check, r Reading, since time.Time) (v1alpha1.AnalysisResult, string
 		return v1alpha1.AnalysisFailed, got + "; above " + boundText
 	}
 	return v1alpha1.AnalysisPassed, got + "; within " + boundText
+}
+
+// judgeStuck judges a WorkflowTaskFailures check: the share of the
+// target's workflows whose workflow task keeps failing, against maxPercent.
+func judgeStuck(c Check, r Reading) (v1alpha1.AnalysisResult, string) {
+	got := fmt.Sprintf("%s: %d of %d workflows on the target are stuck on a workflow task that keeps failing or timing out (%.1f%%)",
+		c.Name, r.Stuck, r.OnTarget, 100*float64(r.Stuck)/float64(max(r.OnTarget, 1)))
+	if r.OnTarget < c.MinSamples {
+		return v1alpha1.AnalysisInconclusive, fmt.Sprintf("%s; fewer than minSamples (%d): holding the step until more run there", got, c.MinSamples)
+	}
+	bound := fmt.Sprintf("maxPercent %d%%", ptrValue(c.MaxPercent))
+	if r.Stuck*100 > int64(ptrValue(c.MaxPercent))*r.OnTarget {
+		return v1alpha1.AnalysisFailed, got + "; above " + bound
+	}
+	return v1alpha1.AnalysisPassed, got + "; within " + bound
 }
 
 // evaluate is the record of this pass: fresh verdicts from the readings,

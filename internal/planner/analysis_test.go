@@ -14,6 +14,8 @@ func TestJudge(t *testing.T) {
 	fixed := Check{Name: "failures", Kind: v1alpha1.CheckWorkflowFailureRate, MaxPercent: ptr[int32](10), MinSamples: 20}
 	vsCurrent := Check{Name: "failures", Kind: v1alpha1.CheckWorkflowFailureRate, CompareCurrent: true, MarginPercent: 5, MinSamples: 20}
 	backlog := Check{Name: "backlog", Kind: v1alpha1.CheckBacklogAge, MaxAge: time.Minute}
+	stuck := Check{Name: "stuck", Kind: v1alpha1.CheckWorkflowTaskFailures, MaxPercent: ptr[int32](0), MinSamples: 10}
+	stuck5 := Check{Name: "stuck5", Kind: v1alpha1.CheckWorkflowTaskFailures, MaxPercent: ptr[int32](5), MinSamples: 10}
 	for name, tc := range map[string]struct {
 		check Check
 		read  Reading
@@ -34,6 +36,12 @@ func TestJudge(t *testing.T) {
 		"backlog young":                     {backlog, Reading{BacklogAge: 59 * time.Second}, window, v1alpha1.AnalysisPassed, "bound 1m0s"},
 		"backlog old":                       {backlog, Reading{BacklogAge: 2 * time.Minute}, window, v1alpha1.AnalysisFailed, "2m0s old"},
 		"backlog needs no samples":          {backlog, Reading{}, window, v1alpha1.AnalysisPassed, "0s old"},
+		"stuck, none":                       {stuck, Reading{OnTarget: 30}, window, v1alpha1.AnalysisPassed, "0 of 30 workflows on the target are stuck"},
+		"stuck, one is above 0%":            {stuck, Reading{OnTarget: 30, Stuck: 1}, window, v1alpha1.AnalysisFailed, "above maxPercent 0%"},
+		"stuck, too few on the target":      {stuck, Reading{OnTarget: 9, Stuck: 9}, window, v1alpha1.AnalysisInconclusive, "minSamples (10)"},
+		"stuck, read failed":                {stuck, Reading{Err: "boom"}, window, v1alpha1.AnalysisInconclusive, "boom"},
+		"stuck, equal passes":               {stuck5, Reading{OnTarget: 40, Stuck: 2}, window, v1alpha1.AnalysisPassed, "failing or timing out (5.0%)"},
+		"stuck, above":                      {stuck5, Reading{OnTarget: 40, Stuck: 3}, window, v1alpha1.AnalysisFailed, "3 of 40"},
 		"the window is named in the reason": {fixed, Reading{Closed: 40, Failed: 30}, window, v1alpha1.AnalysisFailed, "since 2026-03-01T11:50:00Z"},
 	} {
 		got, msg := Judge(tc.check, tc.read, tc.since)

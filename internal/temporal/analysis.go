@@ -60,3 +60,39 @@ func (d VersionDetail) OldestTask() (time.Duration, bool) {
 	}
 	return oldest, true
 }
+
+// StuckQuery is the visibility query that counts the running workflows on
+// a version stuck on a workflow task: Temporal marks them with the
+// TemporalReportedProblems search attribute once as many workflow tasks in
+// a row failed or timed out as the namespace's
+// system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute says
+// (5 unless set; 0 turns the marks off). The mark's cause is the last
+// problem's, which is seldom the first: the SDKs report a failing task
+// once and let its retries time out (Go SDK: internal_task_pollers.go),
+// so both categories count.
+func StuckQuery(deploymentName, buildID string) string {
+	return fmt.Sprintf("%s = '%s' AND ExecutionStatus = 'Running' AND %s IN ('category=WorkflowTaskFailed', 'category=WorkflowTaskTimedOut')",
+		saVersion, quote(deploymentName+":"+buildID), saProblems)
+}
+
+const saProblems = "TemporalReportedProblems"
+
+// StuckWorkflows counts the workflows on a version (of any start time: an
+// auto-upgrade workflow moved onto it counts) and those among them stuck on
+// a workflow task (StuckQuery): two CountWorkflowExecutions.
+func (a *API) StuckWorkflows(ctx context.Context, deploymentName, buildID string) (onVersion, stuck int64, err error) {
+	count := func(q string) (int64, error) {
+		resp, err := a.c.WorkflowService().CountWorkflowExecutions(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: a.namespace, Query: q})
+		if err != nil {
+			return 0, wrapErr("CountWorkflowExecutions", deploymentName, buildID, err)
+		}
+		return resp.GetCount(), nil
+	}
+	if onVersion, err = count(fmt.Sprintf("%s = '%s'", saVersion, quote(deploymentName+":"+buildID))); err != nil {
+		return 0, 0, err
+	}
+	if stuck, err = count(StuckQuery(deploymentName, buildID)); err != nil {
+		return 0, 0, err
+	}
+	return onVersion, stuck, nil
+}

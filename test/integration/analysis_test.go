@@ -71,16 +71,7 @@ func TestRolloutAnalysis(t *testing.T) {
 		c.Env = append(c.Env, corev1.EnvVar{Name: "DEMO_FAIL_SHARE", Value: "0.6"})
 	})
 	v4 := r.BuildID()
-	var sawRamp atomic.Int32
-	got := r.waitFor(4*time.Minute, "the rollout of "+v4+" aborted by the analysis", func(twd *v1alpha1.TemporalWorkerDeployment) bool {
-		if tv := twd.Status.TargetVersion; tv != nil && tv.BuildID == v4 && tv.RampPercentage != nil {
-			sawRamp.Store(*tv.RampPercentage)
-		}
-		return hasCondition(twd, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonRolloutAborted)
-	})
-	if p := sawRamp.Load(); p != 0 && p != 30 {
-		t.Fatalf("%s ramped %d%% before the abort; the failures show at the first step (30%%)", v4, p)
-	}
+	got := r.waitAnalysisAbort(v4, v3, 30)
 	if a := got.Annotations[v1alpha1.AnnotationAbortRollout]; a != v4 {
 		t.Fatalf("annotation %s = %q, want %s (what kubectl rainbow retry removes)", v1alpha1.AnnotationAbortRollout, a, v4)
 	}
@@ -92,17 +83,9 @@ func TestRolloutAnalysis(t *testing.T) {
 	if msg := findCondition(got, v1alpha1.ConditionReady).Message; !strings.Contains(msg, a.Aborted) || !strings.Contains(msg, "kubectl rainbow retry") {
 		t.Fatalf("Ready message lacks the evidence or how to retry: %s", msg)
 	}
-	r.Eventually(time.Minute, "routing back on "+v3+" alone", func() (bool, string) {
-		cur, ramping, _ := r.routing()
-		return cur == v3 && ramping == "", fmt.Sprintf("current %s, ramping %q", cur, ramping)
-	})
 	r.waitEvent(time.Minute, v1alpha1.ReasonAnalysisFailed)
 	if n, _ := metric(t, "rainbow_analysis_aborts_total", map[string]string{"namespace": r.Namespace, "name": r.Name}); n < 1 {
 		t.Fatalf("rainbow_analysis_aborts_total = %g, want 1", n)
-	}
-	// Its workers stay for the workflows pinned to it.
-	if d := r.deployment(v4); d == nil || d.Spec.Replicas == nil || *d.Spec.Replicas == 0 {
-		t.Fatalf("the aborted version's Deployment was scaled down or deleted: %v", d)
 	}
 
 	// Retry (what kubectl rainbow retry does: remove the annotation): the
@@ -174,6 +157,32 @@ func TestRolloutAnalysis(t *testing.T) {
 		return false, fmt.Sprintf("%d Events", len(list.Items))
 	})
 	r.Logf("%d Hello workflows started", started.Load())
+}
+
+// waitAnalysisAbort waits until the analysis aborted the rollout of
+// build, which must not have ramped past its first step, then checks that
+// routing went back to current alone and that build kept its workers for
+// the workflows pinned to it.
+func (r *rollout) waitAnalysisAbort(build, current string, firstStep int32) *v1alpha1.TemporalWorkerDeployment {
+	r.Helper()
+	var sawRamp atomic.Int32
+	got := r.waitFor(4*time.Minute, "the rollout of "+build+" aborted by the analysis", func(twd *v1alpha1.TemporalWorkerDeployment) bool {
+		if tv := twd.Status.TargetVersion; tv != nil && tv.BuildID == build && tv.RampPercentage != nil {
+			sawRamp.Store(*tv.RampPercentage)
+		}
+		return hasCondition(twd, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonRolloutAborted)
+	})
+	if p := sawRamp.Load(); p != 0 && p != firstStep {
+		r.Fatalf("%s ramped %d%% before the abort; its faults show at the first step (%d%%)", build, p, firstStep)
+	}
+	r.Eventually(time.Minute, "routing back on "+current+" alone", func() (bool, string) {
+		cur, ramping, _ := r.routing()
+		return cur == current && ramping == "", fmt.Sprintf("current %s, ramping %q", cur, ramping)
+	})
+	if d := r.deployment(build); d == nil || d.Spec.Replicas == nil || *d.Spec.Replicas == 0 {
+		r.Fatalf("the aborted version's Deployment was scaled down or deleted: %v", d)
+	}
+	return got
 }
 
 // helloLoad starts about ten Hello workflows a second until the test ends,

@@ -62,6 +62,11 @@ func run(taskQueue string) error {
 			return fmt.Errorf("DEMO_FAIL_SHARE=%q: want a share between 0 and 1", v)
 		}
 	}
+	if v := os.Getenv("DEMO_NONDETERMINISM_SHARE"); v != "" {
+		if wopts.NondeterminismShare, err = strconv.ParseFloat(v, 64); err != nil || wopts.NondeterminismShare < 0 || wopts.NondeterminismShare > 1 {
+			return fmt.Errorf("DEMO_NONDETERMINISM_SHARE=%q: want a share between 0 and 1", v)
+		}
+	}
 	return demoworker.NewWithOptions(c, env, taskQueue, wopts).Run(worker.InterruptCh())
 }
 

@@ -76,16 +76,7 @@ func (r *Reconciler) observeAnalysis(ctx context.Context, o *observation) {
 		return
 	}
 	checks := o.input.Spec.Analysis.Checks
-	counts := 0
-	for _, c := range checks {
-		if c.Kind == v1alpha1.CheckWorkflowFailureRate {
-			counts = 1
-			if c.CompareCurrent {
-				counts = 2
-				break
-			}
-		}
-	}
+	counts := visibilityCounts(checks)
 	budgetErr := ""
 	if counts > 0 && !r.analysis.allow(o.connKey, counts, r.Clock.Now()) {
 		budgetErr = fmt.Sprintf("the namespace's analysis read budget (%d visibility counts a second) is spent; evaluated again in spec.rollout.analysis.interval", analysisRPS)
@@ -117,6 +108,19 @@ func (r *Reconciler) observeAnalysis(ctx context.Context, o *observation) {
 		memo[build] = out
 		return out
 	}
+	var stuckRead *planner.Reading
+	stuck := func() planner.Reading {
+		if stuckRead == nil {
+			stuckRead = &planner.Reading{Err: budgetErr}
+			if budgetErr == "" {
+				var err error
+				if stuckRead.OnTarget, stuckRead.Stuck, err = o.api.StuckWorkflows(ctx, o.deploymentName, rd.BuildID); err != nil {
+					stuckRead.Err = err.Error()
+				}
+			}
+		}
+		return *stuckRead
+	}
 	readings := make([]planner.Reading, 0, len(checks))
 	for _, c := range checks {
 		rg := planner.Reading{Check: c.Name}
@@ -128,6 +132,9 @@ func (r *Reconciler) observeAnalysis(ctx context.Context, o *observation) {
 				cur := count(rd.CurrentBuildID)
 				rg.CurrentClosed, rg.CurrentFailed, rg.Err = cur.closed, cur.failed, cur.err
 			}
+		case v1alpha1.CheckWorkflowTaskFailures:
+			t := stuck()
+			rg.OnTarget, rg.Stuck, rg.Err = t.OnTarget, t.Stuck, t.Err
 		case v1alpha1.CheckBacklogAge:
 			d, ok := o.details[rd.BuildID]
 			if !ok {
@@ -148,6 +155,32 @@ func (r *Reconciler) observeAnalysis(ctx context.Context, o *observation) {
 	}
 	o.input.Analysis.Readings = readings
 	logf.FromContext(ctx).V(1).Info("rollout analysis read", "build", rd.BuildID, "since", rd.Since, "readings", readings)
+}
+
+// visibilityCounts is how many CountWorkflowExecutions an evaluation of
+// checks makes: one for the target's outcomes and one for the current
+// version's, shared by the failure-rate checks, and two shared by the
+// workflow-task checks.
+func visibilityCounts(checks []planner.Check) int {
+	var target, current, stuck bool
+	for _, c := range checks {
+		switch c.Kind {
+		case v1alpha1.CheckWorkflowFailureRate:
+			target, current = true, current || c.CompareCurrent
+		case v1alpha1.CheckWorkflowTaskFailures:
+			stuck = true
+		}
+	}
+	n := 0
+	for _, b := range []bool{target, current} {
+		if b {
+			n++
+		}
+	}
+	if stuck {
+		n += 2
+	}
+	return n
 }
 
 // analysisSpec is spec.rollout.analysis for the planner, with the CRD's

@@ -33,15 +33,42 @@ func TestAnalysisSpecDefaults(t *testing.T) {
 	got := analysisSpec(&v1alpha1.AnalysisSpec{Checks: []v1alpha1.AnalysisCheck{
 		{Name: "f", Kind: v1alpha1.CheckWorkflowFailureRate, Compare: v1alpha1.CompareCurrent, MarginPercent: ptr.To[int32](3)},
 		{Name: "b", Kind: v1alpha1.CheckBacklogAge, MaxAge: &metav1.Duration{Duration: time.Minute}, MinSamples: 5, FailureLimit: 2},
+		{Name: "n", Kind: v1alpha1.CheckWorkflowTaskFailures, MaxPercent: ptr.To[int32](0)},
 	}})
 	want := &planner.Analysis{Interval: 30 * time.Second, Checks: []planner.Check{
 		{Name: "f", Kind: v1alpha1.CheckWorkflowFailureRate, CompareCurrent: true, MarginPercent: 3, MinSamples: 20},
 		{Name: "b", Kind: v1alpha1.CheckBacklogAge, MaxAge: time.Minute, MinSamples: 5, FailureLimit: 2},
+		{Name: "n", Kind: v1alpha1.CheckWorkflowTaskFailures, MaxPercent: ptr.To[int32](0), MinSamples: 20},
 	}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("analysisSpec = %+v, want %+v", got, want)
 	}
 	if analysisSpec(nil) != nil || analysisSpec(&v1alpha1.AnalysisSpec{}) != nil {
 		t.Fatalf("no checks must be no analysis")
+	}
+}
+
+// TestVisibilityCounts: the read budget is charged what an evaluation
+// counts: the outcome counts shared by failure-rate checks, two shared by
+// the workflow-task checks, none for backlog checks.
+func TestVisibilityCounts(t *testing.T) {
+	fixed := planner.Check{Kind: v1alpha1.CheckWorkflowFailureRate}
+	compare := planner.Check{Kind: v1alpha1.CheckWorkflowFailureRate, CompareCurrent: true}
+	stuck := planner.Check{Kind: v1alpha1.CheckWorkflowTaskFailures}
+	backlog := planner.Check{Kind: v1alpha1.CheckBacklogAge}
+	for name, tc := range map[string]struct {
+		checks []planner.Check
+		want   int
+	}{
+		"backlog only":             {[]planner.Check{backlog}, 0},
+		"one fixed bound":          {[]planner.Check{fixed, fixed}, 1},
+		"compare with current":     {[]planner.Check{compare}, 2},
+		"fixed and compare share":  {[]planner.Check{fixed, compare, backlog}, 2},
+		"stuck twice":              {[]planner.Check{stuck, stuck}, 2},
+		"stuck and a compare":      {[]planner.Check{stuck, compare}, 4},
+	} {
+		if got := visibilityCounts(tc.checks); got != tc.want {
+			t.Errorf("%s: %d counts, want %d", name, got, tc.want)
+		}
 	}
 }
