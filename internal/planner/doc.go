@@ -39,7 +39,8 @@
 //     partitions, nothing is retired and status keeps the routing it showed (in propagation.go).
 //   - While a Progressive target ramps, spec.rollout.analysis judges it
 //     from Temporal's records (AnalysisToRead says when observe reads, at
-//     most once per interval): no step ends and nothing is promoted while a
+//     most once per interval; Judge gives each kind's verdict: failure
+//     rate, workflows stuck on a failing workflow task, backlog age): no step ends and nothing is promoted while a
 //     check fails or is inconclusive (too few samples, a failed read); a
 //     check failing more than its failureLimit times in a row aborts the
 //     rollout as the annotation does (AbortRollout, AnalysisFailed), with
