@@ -44,6 +44,11 @@ func run(taskQueue string) error {
 		}
 		time.Sleep(d)
 	}
+	if addr := os.Getenv("DEMO_METRICS_ADDR"); addr != "" {
+		if opts.MetricsHandler, err = demoworker.ServeMetrics(addr, env.BuildID); err != nil {
+			return err
+		}
+	}
 	opts.Logger = sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	c, err := client.Dial(opts)
 	if err != nil {
@@ -60,6 +65,11 @@ func run(taskQueue string) error {
 	if v := os.Getenv("DEMO_FAIL_SHARE"); v != "" {
 		if wopts.FailShare, err = strconv.ParseFloat(v, 64); err != nil || wopts.FailShare < 0 || wopts.FailShare > 1 {
 			return fmt.Errorf("DEMO_FAIL_SHARE=%q: want a share between 0 and 1", v)
+		}
+	}
+	if v := os.Getenv("DEMO_ACTIVITY_FAIL_SHARE"); v != "" {
+		if wopts.ActivityFailShare, err = strconv.ParseFloat(v, 64); err != nil || wopts.ActivityFailShare < 0 || wopts.ActivityFailShare > 1 {
+			return fmt.Errorf("DEMO_ACTIVITY_FAIL_SHARE=%q: want a share between 0 and 1", v)
 		}
 	}
 	return demoworker.NewWithOptions(c, env, taskQueue, wopts).Run(worker.InterruptCh())
