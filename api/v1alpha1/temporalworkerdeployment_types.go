@@ -285,9 +285,10 @@ type AnalysisCheck struct {
 type PrometheusCheck struct {
 	// Query is a PromQL instant query that must answer one value (a
 	// scalar, or a vector of one sample: aggregate with sum, max, ...).
-	// It is a Go template with the fields .BuildID, .CurrentBuildID,
-	// .DeploymentName (Temporal's worker deployment), .Namespace, .Name
-	// and .Window (the time since the target started ramping, e.g. 95s).
+	// It may substitute, as {{ .Field }}, the fields .BuildID,
+	// .CurrentBuildID, .DeploymentName (Temporal's worker deployment),
+	// .Namespace, .Name and .Window (the time since the target started
+	// ramping, e.g. 95s); no other template syntax.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=4096
 	Query string `json:"query"`

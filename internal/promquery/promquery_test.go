@@ -18,7 +18,8 @@ func TestRender(t *testing.T) {
 	if want := `sum(x{b="v2"}[95s]) / sum(x{b="v1",d="ns/orders",o="ns/orders"})`; err != nil || got != want {
 		t.Fatalf("Render = %q, %v; want %q", got, err, want)
 	}
-	for _, bad := range []string{`{{ .Nope }}`, `{{ .BuildID `, `{{ range 1000000 }}xx{{ end }}`} {
+	for _, bad := range []string{`{{ .Nope }}`, `{{ .BuildID `, `{{ range 1000000 }}{{ end }}`, `{{ printf "%999999999d" 1 }}`,
+		`{{ if .BuildID }}{{ .Nope }}{{ end }}`, `{{ .BuildID.X }}`, `{{ $x := .BuildID }}`, `{{ .BuildID | len }}`, `{{ define "x" }}{{ end }}`} {
 		if err := Check(bad); err == nil {
 			t.Errorf("Check(%q) = nil, want an error", bad)
 		}
