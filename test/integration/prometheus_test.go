@@ -1,0 +1,201 @@
+package integration
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/test/harness"
+)
+
+// promAddr is the Prometheus the in-process controller's Prometheus checks
+// query (--analysis-prometheus-url). Nothing listens there until a test
+// starts Prometheus (startPrometheus): until then those checks are
+// inconclusive, and no other test has any.
+var promAddr = harness.FreeAddr()
+
+// startPrometheus runs Debian's Prometheus server (make promtool installs
+// it) on promAddr until the test ends, storing in a temporary directory
+// and scraping every second each pod, in any namespace, annotated
+// prometheus.io/scrape: "true", at its IP and the port of annotation
+// prometheus.io/port. It finds the pods through the API server
+// (kubernetes_sd_configs with the environment's kubeconfig).
+func startPrometheus(t *testing.T) {
+	t.Helper()
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		if _, serr := os.Stat("/usr/bin/prometheus"); serr != nil {
+			t.Fatalf("no Prometheus server (%v): run make promtool, which installs Debian's prometheus package", err)
+		}
+		bin = "/usr/bin/prometheus"
+	}
+	dir := t.TempDir()
+	config := fmt.Sprintf(`global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+scrape_configs:
+  - job_name: workers
+    kubernetes_sd_configs:
+      - role: pod
+        kubeconfig_file: %q
+    relabel_configs:
+      - source_labels: [__meta_kubernetes_pod_annotation_prometheus_io_scrape]
+        regex: "true"
+        action: keep
+      - source_labels: [__meta_kubernetes_pod_ip, __meta_kubernetes_pod_annotation_prometheus_io_port]
+        regex: (.+);(.+)
+        replacement: $1:$2
+        target_label: __address__
+      - source_labels: [__meta_kubernetes_pod_name]
+        target_label: pod
+`, env.Info.Kubeconfig)
+	configPath := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(env.Info.Dir, "prometheus-"+strings.ReplaceAll(t.Name(), "/", "-")+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--config.file="+configPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+promAddr, "--log.level=info")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	t.Logf("Prometheus %s on %s, log %s", bin, promAddr, logPath)
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+		logFile.Close()
+	})
+	harness.Eventually(t, time.Minute, "Prometheus ready on "+promAddr, func() (bool, string) {
+		select {
+		case <-exited:
+			t.Fatalf("Prometheus exited at start (log: %s)", logPath)
+		default:
+		}
+		resp, err := http.Get("http://" + promAddr + "/-/ready")
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
+}
+
+// usesPrometheus: a check of a has kind Prometheus.
+func usesPrometheus(a *v1alpha1.AnalysisSpec) bool {
+	for _, c := range a.Checks {
+		if c.Kind == v1alpha1.CheckPrometheus {
+			return true
+		}
+	}
+	return false
+}
+
+// scrapedWorker makes a version's pods serve the SDK's metrics on their
+// own IP (DEMO_METRICS_ADDR) and asks startPrometheus' config to scrape
+// them; extra env vars follow.
+func scrapedWorker(t *v1alpha1.TemporalWorkerDeployment, env ...corev1.EnvVar) {
+	t.Spec.Template.Annotations = map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": "9090"}
+	c := &t.Spec.Template.Spec.Containers[0]
+	c.Env = append(c.Env,
+		corev1.EnvVar{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+		corev1.EnvVar{Name: "DEMO_METRICS_ADDR", Value: "$(POD_IP):9090"})
+	c.Env = append(c.Env, env...)
+}
+
+// activityFailureRatio is the share of the target's activity attempts
+// that failed in the window: no data until an activity ran on it; 0 while
+// none failed (the SDK's failure counter appears with the first failure).
+const activityFailureRatio = `(sum(increase(temporal_activity_execution_failed_total{worker_build_id="{{ .BuildID }}"}[{{ .Window }}])) or vector(0))
+/ sum(increase(temporal_activity_execution_latency_seconds_count{worker_build_id="{{ .BuildID }}"}[{{ .Window }}]))`
+
+// TestRolloutAnalysisPrometheus judges rollouts by a Prometheus check
+// against a real Prometheus server scraping the demo workers' SDK metrics:
+// a healthy version passes it and becomes current; a version whose
+// activity attempts fail half the time (retried, so its workflows all
+// succeed and Temporal's visibility shows nothing wrong) is aborted at its
+// first step, routing goes back to the current version, and status names
+// the check, the query as sent, the value, the bound and the window.
+func TestRolloutAnalysisPrometheus(t *testing.T) {
+	startPrometheus(t)
+	r := newRollout(env.NewTest(t), "prom")
+	twd := r.Spec("v1")
+	scrapedWorker(twd)
+	twd.Spec.Rollout = v1alpha1.RolloutSpec{
+		Strategy: v1alpha1.StrategyProgressive,
+		Steps:    steps([]int32{30, 70}, 5*time.Second),
+		Analysis: &v1alpha1.AnalysisSpec{
+			Interval: &metav1.Duration{Duration: 5 * time.Second},
+			Checks: []v1alpha1.AnalysisCheck{{Name: "activity-failures", Kind: v1alpha1.CheckPrometheus,
+				Prometheus: &v1alpha1.PrometheusCheck{Query: activityFailureRatio, Max: ptr.To("0.1")}}},
+		},
+	}
+	v1 := r.Create(twd)
+	r.WaitCurrent(2*time.Minute, v1)
+	r.helloLoad(t)
+
+	// Healthy: the check passes and the version becomes current.
+	v2 := r.SetImage("v2")
+	got := r.WaitCurrent(4*time.Minute, v2)
+	a := got.Status.Analysis
+	if a == nil || a.BuildID != v2 || a.Aborted != "" || len(a.Checks) != 1 || a.Checks[0].Result != v1alpha1.AnalysisPassed ||
+		!strings.Contains(a.Checks[0].Message, "within max 0.1") || !strings.Contains(a.Checks[0].Message, `worker_build_id="`+v2+`"`) {
+		t.Fatalf("analysis of healthy %s: %+v", v2, a)
+	}
+	r.Logf("%s current after its Prometheus check passed: %s", v2, a.Checks[0].Message)
+
+	// Bad at the activity level only: aborted at its first step.
+	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {
+		t.Spec.Template.Spec.Containers[0].Image = harness.DemoImage("v3")
+		t.Spec.Template.Spec.Containers[0].Env = append(t.Spec.Template.Spec.Containers[0].Env,
+			corev1.EnvVar{Name: "DEMO_ACTIVITY_FAIL_SHARE", Value: "0.5"})
+	})
+	v3 := r.BuildID()
+	var sawRamp int32
+	got = r.waitFor(4*time.Minute, "the rollout of "+v3+" aborted by the Prometheus check", func(twd *v1alpha1.TemporalWorkerDeployment) bool {
+		if tv := twd.Status.TargetVersion; tv != nil && tv.BuildID == v3 && tv.RampPercentage != nil {
+			sawRamp = *tv.RampPercentage
+		}
+		return hasCondition(twd, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonRolloutAborted)
+	})
+	if sawRamp != 0 && sawRamp != 30 {
+		t.Fatalf("%s ramped %d%% before the abort; the failures show at the first step (30%%)", v3, sawRamp)
+	}
+	a = got.Status.Analysis
+	if a == nil || a.BuildID != v3 || !strings.Contains(a.Aborted, "check activity-failures") || !strings.Contains(a.Aborted, "above max 0.1") ||
+		!strings.Contains(a.Aborted, `worker_build_id="`+v3+`"`) || !strings.Contains(a.Aborted, " since ") {
+		t.Fatalf("status.analysis does not name the check, the query as sent, its value, the bound and the window: %+v", a)
+	}
+	if msg := findCondition(got, v1alpha1.ConditionReady).Message; !strings.Contains(msg, a.Aborted) {
+		t.Fatalf("Ready message lacks the evidence: %s", msg)
+	}
+	r.Logf("%s aborted: %s", v3, a.Aborted)
+	r.Eventually(time.Minute, "routing back on "+v2+" alone", func() (bool, string) {
+		cur, ramping, _ := r.routing()
+		return cur == v2 && ramping == "", fmt.Sprintf("current %s, ramping %q", cur, ramping)
+	})
+	r.waitEvent(time.Minute, v1alpha1.ReasonAnalysisFailed)
+}
