@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -174,15 +175,15 @@ func TestRolloutAnalysisPrometheus(t *testing.T) {
 			corev1.EnvVar{Name: "DEMO_ACTIVITY_FAIL_SHARE", Value: "0.5"})
 	})
 	v3 := r.BuildID()
-	var sawRamp int32
+	var sawRamp atomic.Int32
 	got = r.waitFor(4*time.Minute, "the rollout of "+v3+" aborted by the Prometheus check", func(twd *v1alpha1.TemporalWorkerDeployment) bool {
 		if tv := twd.Status.TargetVersion; tv != nil && tv.BuildID == v3 && tv.RampPercentage != nil {
-			sawRamp = *tv.RampPercentage
+			sawRamp.Store(*tv.RampPercentage)
 		}
 		return hasCondition(twd, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonRolloutAborted)
 	})
-	if sawRamp != 0 && sawRamp != 30 {
-		t.Fatalf("%s ramped %d%% before the abort; the failures show at the first step (30%%)", v3, sawRamp)
+	if p := sawRamp.Load(); p != 0 && p != 30 {
+		t.Fatalf("%s ramped %d%% before the abort; the failures show at the first step (30%%)", v3, p)
 	}
 	a = got.Status.Analysis
 	if a == nil || a.BuildID != v3 || !strings.Contains(a.Aborted, "check activity-failures") || !strings.Contains(a.Aborted, "above max 0.1") ||
