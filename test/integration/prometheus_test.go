@@ -1,11 +1,15 @@
 package integration
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -28,10 +32,11 @@ var promAddr = harness.FreeAddr()
 
 // startPrometheus runs Debian's Prometheus server (make promtool installs
 // it) on promAddr until the test ends, storing in a temporary directory
-// and scraping every second each pod, in any namespace, annotated
-// prometheus.io/scrape: "true", at its IP and the port of annotation
-// prometheus.io/port. It finds the pods through the API server
-// (kubernetes_sd_configs with the environment's kubeconfig).
+// and scraping every second each running pod, in any namespace, with a
+// container port named metrics, at the pod's IP and that port: what a
+// pod-role kubernetes_sd_configs job keeping that port name scrapes.
+// Debian builds Prometheus without Kubernetes service discovery, so the
+// test lists those pods itself and keeps a file_sd file of them up to date.
 func startPrometheus(t *testing.T) {
 	t.Helper()
 	bin, err := exec.LookPath("prometheus")
@@ -42,29 +47,27 @@ func startPrometheus(t *testing.T) {
 		bin = "/usr/bin/prometheus"
 	}
 	dir := t.TempDir()
+	targets := filepath.Join(dir, "targets.json")
 	config := fmt.Sprintf(`global:
   scrape_interval: 1s
   scrape_timeout: 1s
 scrape_configs:
   - job_name: workers
-    kubernetes_sd_configs:
-      - role: pod
-        kubeconfig_file: %q
-    relabel_configs:
-      - source_labels: [__meta_kubernetes_pod_annotation_prometheus_io_scrape]
-        regex: "true"
-        action: keep
-      - source_labels: [__meta_kubernetes_pod_ip, __meta_kubernetes_pod_annotation_prometheus_io_port]
-        regex: (.+);(.+)
-        replacement: $1:$2
-        target_label: __address__
-      - source_labels: [__meta_kubernetes_pod_name]
-        target_label: pod
-`, env.Info.Kubeconfig)
+    file_sd_configs:
+      - files: [%q]
+        refresh_interval: 1s
+`, targets)
 	configPath := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	discovered := make(chan struct{})
+	go func() {
+		defer close(discovered)
+		discoverPods(ctx, targets)
+	}()
+	t.Cleanup(func() { cancel(); <-discovered })
 	logPath := filepath.Join(env.Info.Dir, "prometheus-"+strings.ReplaceAll(t.Name(), "/", "-")+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -105,6 +108,47 @@ scrape_configs:
 	})
 }
 
+// discoverPods writes the scrape targets of running pods with a metrics
+// port to file, as file_sd_configs reads it, whenever they change, until
+// ctx ends.
+func discoverPods(ctx context.Context, file string) {
+	last := ""
+	for ctx.Err() == nil {
+		var pods corev1.PodList
+		if err := env.Kube.List(ctx, &pods); err == nil {
+			type group struct {
+				Targets []string          `json:"targets"`
+				Labels  map[string]string `json:"labels"`
+			}
+			groups := []group{}
+			for _, p := range pods.Items {
+				if p.Status.PodIP == "" || p.Status.Phase != corev1.PodRunning {
+					continue
+				}
+				for _, c := range p.Spec.Containers {
+					for _, port := range c.Ports {
+						if port.Name == "metrics" {
+							groups = append(groups, group{Targets: []string{net.JoinHostPort(p.Status.PodIP, strconv.Itoa(int(port.ContainerPort)))},
+								Labels: map[string]string{"kubernetes_namespace": p.Namespace, "pod": p.Name}})
+						}
+					}
+				}
+			}
+			data, _ := json.Marshal(groups)
+			if string(data) != last {
+				tmp := file + ".tmp"
+				if os.WriteFile(tmp, data, 0o644) == nil && os.Rename(tmp, file) == nil {
+					last = string(data)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
 // usesPrometheus: a check of a has kind Prometheus.
 func usesPrometheus(a *v1alpha1.AnalysisSpec) bool {
 	for _, c := range a.Checks {
@@ -116,11 +160,11 @@ func usesPrometheus(a *v1alpha1.AnalysisSpec) bool {
 }
 
 // scrapedWorker makes a version's pods serve the SDK's metrics on their
-// own IP (DEMO_METRICS_ADDR) and asks startPrometheus' config to scrape
-// them; extra env vars follow.
+// own IP (DEMO_METRICS_ADDR) at the port named metrics, which
+// startPrometheus scrapes; extra env vars follow.
 func scrapedWorker(t *v1alpha1.TemporalWorkerDeployment, env ...corev1.EnvVar) {
-	t.Spec.Template.Annotations = map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": "9090"}
 	c := &t.Spec.Template.Spec.Containers[0]
+	c.Ports = append(c.Ports, corev1.ContainerPort{Name: "metrics", ContainerPort: 9090})
 	c.Env = append(c.Env,
 		corev1.EnvVar{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
 		corev1.EnvVar{Name: "DEMO_METRICS_ADDR", Value: "$(POD_IP):9090"})
