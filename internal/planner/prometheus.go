@@ -3,6 +3,7 @@ package planner
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
@@ -39,7 +40,8 @@ func judgePrometheus(c Check, r Reading, since time.Time) (v1alpha1.AnalysisResu
 		return v1alpha1.AnalysisInconclusive, fmt.Sprintf("%s: the controller has no Prometheus to query: set the manager's flag "+
 			"--analysis-prometheus-url (Helm value analysis.prometheus.url); holding the step", c.Name)
 	}
-	q := p.Query
+	// One line in status, however the query was written.
+	q := strings.Join(strings.Fields(p.Query), " ")
 	if len(q) > maxEvidenceQuery {
 		q = q[:maxEvidenceQuery] + "…"
 	}

@@ -43,6 +43,7 @@ func TestJudgePrometheus(t *testing.T) {
 		"no Prometheus configured":  {upTo, Reading{Check: "errors", Prometheus: PromReading{Unconfigured: true}}, window, v1alpha1.AnalysisInconclusive, "--analysis-prometheus-url"},
 		"window unknown":            {upTo, promRead(1, 0), time.Time{}, v1alpha1.AnalysisInconclusive, "no window"},
 		"minSamples does not apply": {upTo, promRead(1, 0), window, v1alpha1.AnalysisPassed, "within"},
+		"the query on one line":     {upTo, Reading{Check: "errors", Prometheus: PromReading{Query: "sum(a)\n  /\n  sum(b)", Series: 1}}, window, v1alpha1.AnalysisPassed, "query sum(a) / sum(b) = 0"},
 		"a long query is cut":       {upTo, Reading{Check: "errors", Prometheus: PromReading{Query: strings.Repeat("x", 1000), Series: 1}}, window, v1alpha1.AnalysisPassed, strings.Repeat("x", maxEvidenceQuery) + "… ="},
 	} {
 		got, msg := Judge(tc.check, tc.read, tc.since)
