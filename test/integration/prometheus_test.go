@@ -183,7 +183,8 @@ const activityFailureRatio = `(sum(increase(temporal_activity_execution_failed_t
 // activity attempts fail half the time (retried, so its workflows all
 // succeed and Temporal's visibility shows nothing wrong) is aborted at its
 // first step, routing goes back to the current version, and status names
-// the check, the query as sent, the value, the bound and the window.
+// the check, the query as sent, the value, the bound and the window; a
+// query answering several series holds the first step, inconclusive.
 func TestRolloutAnalysisPrometheus(t *testing.T) {
 	startPrometheus(t)
 	r := newRollout(env.NewTest(t), "prom")
@@ -243,4 +244,24 @@ func TestRolloutAnalysisPrometheus(t *testing.T) {
 		return cur == v2 && ramping == "", fmt.Sprintf("current %s, ramping %q", cur, ramping)
 	})
 	r.waitEvent(time.Minute, v1alpha1.ReasonAnalysisFailed)
+
+	// A query answering one series per worker is inconclusive: the first
+	// step holds past its pause, and status says to aggregate.
+	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {
+		c := &t.Spec.Template.Spec.Containers[0]
+		c.Image = harness.DemoImage("v4")
+		c.Env = c.Env[:len(c.Env)-1]
+		t.Spec.Rollout.Analysis.Checks[0].Prometheus.Query = `up{job="workers"}`
+	})
+	v4 := r.BuildID()
+	held := r.waitFor(3*time.Minute, v4+" held at its first step, inconclusive", func(twd *v1alpha1.TemporalWorkerDeployment) bool {
+		a := twd.Status.Analysis
+		return a != nil && a.BuildID == v4 && len(a.Checks) == 1 && a.Checks[0].Result == v1alpha1.AnalysisInconclusive &&
+			strings.Contains(a.Checks[0].Message, "series; it must aggregate to one value") &&
+			strings.Contains(findCondition(twd, v1alpha1.ConditionReady).Message, "holding the 30% ramp")
+	})
+	r.Logf("%s held: %s", v4, held.Status.Analysis.Checks[0].Message)
+	if cur, ramping, pct := r.routing(); cur != v2 || ramping != v4 || pct != 30 {
+		t.Fatalf("routing while inconclusive: current %s, %s ramping %g%%; want %s current and %s held at 30%%", cur, ramping, pct, v2, v4)
+	}
 }
