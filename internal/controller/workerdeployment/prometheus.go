@@ -41,9 +41,8 @@ func (r *Reconciler) readPrometheus(ctx context.Context, o *observation, rd plan
 		rg.Prometheus.Unconfigured = true
 		return rg
 	}
-	if c.Prometheus == nil {
-		rg.Err = "no query"
-		return rg
+	if c.Prometheus == nil || rd.Since.IsZero() {
+		return rg // nothing to send: the planner says why
 	}
 	now := o.input.Now
 	q, err := promquery.Render(c.Prometheus.Query, promquery.Fields{
