@@ -207,13 +207,13 @@ dev-env: kube-bins bins ## Run the local environment in the foreground (state in
 	$(BIN)/devenv --dir .dev --kube-bin-dir $(CACHE)/kube --program-dir $(BIN)
 
 .PHONY: run
-run: bins ## Run the controller against the local environment started by `make dev-env`
+run: bins ## Run the controller against the local environment started by `make dev-env` (RUN_ARGS: more flags)
 	$(CACHE)/kube/kubectl --kubeconfig .dev/kubeconfig apply --server-side -k config/crd
 	$(CACHE)/kube/kubectl --kubeconfig .dev/kubeconfig apply --server-side -k dev/webhook
 	$(BIN)/manager --kubeconfig .dev/kubeconfig --metrics-bind-address 127.0.0.1:8080 --health-probe-bind-address 127.0.0.1:8081 \
 	  --webhook-host 127.0.0.1 --webhook-port 9443 --webhook-cert-dir .dev/webhook-certs \
 	  --webhook-cert-rotation --webhook-write-certs --webhook-dns-name localhost \
-	  --webhook-secret rainbow-system/rainbow-webhook-cert --webhook-configuration-name rainbow-validating-webhook --zap-devel
+	  --webhook-secret rainbow-system/rainbow-webhook-cert --webhook-configuration-name rainbow-validating-webhook --zap-devel $(RUN_ARGS)
 
 .PHONY: help
 help: ## Show this help

@@ -181,7 +181,7 @@ type RolloutSpec struct {
 }
 
 // AnalysisCheckKind is what a check measures.
-// +kubebuilder:validation:Enum=WorkflowFailureRate;WorkflowTaskFailures;BacklogAge
+// +kubebuilder:validation:Enum=WorkflowFailureRate;WorkflowTaskFailures;BacklogAge;Prometheus
 type AnalysisCheckKind string
 
 const (
@@ -197,6 +197,9 @@ const (
 	// CheckBacklogAge: the age of the oldest task waiting in the target's
 	// task queues (Temporal's task queue statistics).
 	CheckBacklogAge AnalysisCheckKind = "BacklogAge"
+	// CheckPrometheus: the value of a PromQL query, from the Prometheus
+	// server the manager is configured with (--analysis-prometheus-url).
+	CheckPrometheus AnalysisCheckKind = "Prometheus"
 )
 
 
@@ -235,14 +238,22 @@ type AnalysisSpec struct {
 // +kubebuilder:validation:XValidation:rule="self.kind != 'WorkflowFailureRate' || !has(self.maxAge)",message="spec.rollout.analysis.checks[].maxAge is for BacklogAge checks only",fieldPath=".maxAge"
 // +kubebuilder:validation:XValidation:rule="!has(self.marginPercent) || has(self.compare)",message="spec.rollout.analysis.checks[].marginPercent needs compare",fieldPath=".marginPercent"
 // +kubebuilder:validation:XValidation:rule="self.kind != 'WorkflowTaskFailures' || (has(self.maxPercent) && !has(self.compare) && !has(self.maxAge))",message="spec.rollout.analysis.checks[]: a WorkflowTaskFailures check needs maxPercent, and takes no compare or maxAge",fieldPath=".maxPercent"
+// +kubebuilder:validation:XValidation:rule="(self.kind == 'Prometheus') == has(self.prometheus)",message="spec.rollout.analysis.checks[].prometheus: a Prometheus check needs prometheus (a query and max or min), and only a Prometheus check takes it",fieldPath=".prometheus"
+// +kubebuilder:validation:XValidation:rule="self.kind != 'Prometheus' || !has(self.maxPercent)",message="spec.rollout.analysis.checks[].maxPercent is for WorkflowFailureRate checks: a Prometheus check takes its bounds in prometheus.max and prometheus.min",fieldPath=".maxPercent"
+// +kubebuilder:validation:XValidation:rule="self.kind != 'Prometheus' || !has(self.compare)",message="spec.rollout.analysis.checks[].compare is for WorkflowFailureRate checks: a Prometheus check takes its bounds in prometheus.max and prometheus.min",fieldPath=".compare"
+// +kubebuilder:validation:XValidation:rule="self.kind != 'Prometheus' || !has(self.maxAge)",message="spec.rollout.analysis.checks[].maxAge is for BacklogAge checks only",fieldPath=".maxAge"
 type AnalysisCheck struct {
 	// Name identifies the check in status, Events and metrics.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Name string `json:"name"`
-	// Kind is WorkflowFailureRate, WorkflowTaskFailures or BacklogAge.
+	// Kind is WorkflowFailureRate, WorkflowTaskFailures, BacklogAge or
+	// Prometheus.
 	Kind AnalysisCheckKind `json:"kind"`
+	// Prometheus is a Prometheus check's query and bounds.
+	// +optional
+	Prometheus *PrometheusCheck `json:"prometheus,omitempty"`
 	// MaxPercent fails a WorkflowFailureRate or WorkflowTaskFailures check
 	// whose rate is above it.
 	// +optional
@@ -278,6 +289,30 @@ type AnalysisCheck struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	FailureLimit int32 `json:"failureLimit,omitempty"`
+}
+
+// PrometheusCheck is a PromQL query whose value must stay within bounds.
+// +kubebuilder:validation:XValidation:rule="has(self.max) || has(self.min)",message="spec.rollout.analysis.checks[].prometheus needs max or min (or both)",fieldPath=".max"
+type PrometheusCheck struct {
+	// Query is a PromQL instant query that must answer one value (a
+	// scalar, or a vector of one sample: aggregate with sum, max, ...).
+	// It may substitute, as {{ .Field }}, the fields .BuildID,
+	// .CurrentBuildID, .DeploymentName (Temporal's worker deployment),
+	// .Namespace, .Name and .Window (the time since the target started
+	// ramping, e.g. 95s); no other template syntax.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	Query string `json:"query"`
+	// Max fails the check when the value is above it (equal passes).
+	// +optional
+	// +kubebuilder:validation:Pattern=`^-?[0-9]+(\.[0-9]+)?$`
+	// +kubebuilder:validation:MaxLength=32
+	Max *string `json:"max,omitempty"`
+	// Min fails the check when the value is below it (equal passes).
+	// +optional
+	// +kubebuilder:validation:Pattern=`^-?[0-9]+(\.[0-9]+)?$`
+	// +kubebuilder:validation:MaxLength=32
+	Min *string `json:"min,omitempty"`
 }
 
 // DeploymentMetadata is metadata for the versioned Deployment objects.

@@ -68,6 +68,12 @@ func main() {
 			opts.Notify = append(opts.Notify, c)
 			return nil
 		})
+	flag.StringVar(&opts.AnalysisPrometheus.URL, "analysis-prometheus-url", "",
+		"base URL of the Prometheus server that spec.rollout.analysis checks of kind Prometheus query (e.g. http://prometheus.monitoring:9090); empty (the default): such checks are inconclusive")
+	flag.StringVar(&opts.AnalysisPrometheus.BearerTokenFile, "analysis-prometheus-bearer-token-file", "",
+		"file holding a bearer token for --analysis-prometheus-url, read on each query")
+	flag.StringVar(&opts.AnalysisPrometheus.CAFile, "analysis-prometheus-ca-file", "",
+		"PEM file of the certificate authorities that verify an https --analysis-prometheus-url; empty uses the system's")
 	showVersion := flag.Bool("version", false, "print the version and revision and exit")
 	webhook := bindWebhookFlags(flag.CommandLine)
 	zapOpts := zap.Options{}

@@ -25,6 +25,11 @@ type Options struct {
 	// failing workflow task, a non-determinism error
 	// (DEMO_NONDETERMINISM_SHARE, 0 to 1).
 	NondeterminismShare float64
+	// ActivityFailShare is the share of the Hello workflow's activity
+	// attempts that fail with a retryable error (DEMO_ACTIVITY_FAIL_SHARE,
+	// 0 to 1): the workflows still succeed after retries, so only the
+	// SDK's activity metrics show the version is bad.
+	ActivityFailShare float64
 }
 
 // NewWithOptions is New with opts.
@@ -49,7 +54,7 @@ func NewWithOptions(c client.Client, env workerenv.Config, taskQueue string, opt
 		Name:               LongAutoUpgradeWorkflow,
 		VersioningBehavior: workflow.VersioningBehaviorAutoUpgrade,
 	})
-	w.RegisterActivity(&Activities{BuildID: env.BuildID})
+	w.RegisterActivity(&Activities{BuildID: env.BuildID, FailShare: opts.ActivityFailShare})
 	return w
 }
 

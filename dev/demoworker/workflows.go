@@ -79,11 +79,18 @@ type WorkInput struct {
 // where a workflow ran.
 type Activities struct {
 	BuildID string
+	// FailShare of the Hello workflow's WhoAmI attempts fail, retryably.
+	FailShare float64
 }
 
 // WhoAmI returns the build ID of the worker running the activity.
 func (a *Activities) WhoAmI(ctx context.Context) (string, error) {
+	info := activity.GetInfo(ctx)
 	activity.GetLogger(ctx).Debug("who am i", "buildID", a.BuildID)
+	if a.FailShare > 0 && info.WorkflowType != nil && info.WorkflowType.Name == HelloWorkflow &&
+		shareHit(fmt.Sprintf("%s/%d", info.WorkflowExecution.ID, info.Attempt), a.FailShare) {
+		return "", temporal.NewApplicationError(fmt.Sprintf("demo activity failure: DEMO_ACTIVITY_FAIL_SHARE=%g", a.FailShare), "DemoActivityFailure")
+	}
 	return a.BuildID, nil
 }
 
@@ -115,7 +122,10 @@ func Work(ctx workflow.Context, in WorkInput) (string, error) {
 }
 
 func whoAmI(ctx workflow.Context) (string, error) {
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second})
+	// Retries no further apart than 2s: a failed attempt
+	// (DEMO_ACTIVITY_FAIL_SHARE) delays the workflow little.
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, MaximumInterval: 2 * time.Second}})
 	var id string
 	err := workflow.ExecuteActivity(ctx, (*Activities).WhoAmI).Get(ctx, &id)
 	return id, err
@@ -136,7 +146,7 @@ func failing(wf func(workflow.Context, string) (string, error), share float64) f
 		return wf
 	}
 	return func(ctx workflow.Context, name string) (string, error) {
-		if chosen(ctx, share) {
+		if shareHit(workflow.GetInfo(ctx).WorkflowExecution.ID, share) {
 			return "", temporal.NewNonRetryableApplicationError(fmt.Sprintf("demo failure: DEMO_FAIL_SHARE=%g", share), "DemoFailure", nil)
 		}
 		return wf(ctx, name)
@@ -153,7 +163,7 @@ func nondeterministic(wf func(workflow.Context, string) (string, error), share f
 		return wf
 	}
 	return func(ctx workflow.Context, name string) (string, error) {
-		if !chosen(ctx, share) {
+		if !shareHit(workflow.GetInfo(ctx).WorkflowExecution.ID, share) {
 			return wf(ctx, name)
 		}
 		if workflow.IsReplaying(ctx) {
@@ -168,11 +178,10 @@ func nondeterministic(wf func(workflow.Context, string) (string, error), share f
 	}
 }
 
-// chosen picks a share of the workflows by a hash of the workflow ID, so
-// that a replay decides the same.
-func chosen(ctx workflow.Context, share float64) bool {
+// shareHit picks share of the keys, by their hash.
+func shareHit(key string, share float64) bool {
 	h := fnv.New32a()
-	h.Write([]byte(workflow.GetInfo(ctx).WorkflowExecution.ID))
+	h.Write([]byte(key))
 	return float64(h.Sum32()%1000) < share*1000
 }
 

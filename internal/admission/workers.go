@@ -67,6 +67,9 @@ func (v *WorkerDeploymentValidator) Handle(ctx context.Context, req cradmission.
 			changed = !equality.Semantic.DeepEqual(twd.Spec, old.Spec)
 		}
 		if changed {
+			if errs := ValidateAnalysis(&twd); len(errs) > 0 {
+				return invalidTWD(req.Name, errs)
+			}
 			if resp, denied := v.authorize(ctx, req, &twd); denied {
 				return resp
 			}

@@ -41,6 +41,7 @@ import (
 	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
 	"github.com/rainbow-deploy/rainbow/internal/externalmetrics"
 	"github.com/rainbow-deploy/rainbow/internal/notify"
+	"github.com/rainbow-deploy/rainbow/internal/promquery"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
 	"github.com/rainbow-deploy/rainbow/internal/workload"
 )
@@ -120,6 +121,9 @@ type Options struct {
 	ExternalMetrics bool
 	// Notify are the receivers of rollout notifications; none sends none.
 	Notify []notify.SinkConfig
+	// AnalysisPrometheus is the Prometheus server of the analysis'
+	// Prometheus checks; without a URL they are inconclusive.
+	AnalysisPrometheus promquery.Config
 }
 
 // Manager is a controller-runtime manager with Rainbow's controllers and
@@ -255,6 +259,11 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 			mgr.GetWebhookServer().Register(p, srv)
 		}
 	}
+	prom, err := promquery.New(opts.AnalysisPrometheus)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("--analysis-prometheus-url: %w", err)
+	}
 	notifier := notify.New(opts.Notify, opts.Logger)
 	if notifier != nil {
 		if err := mgr.Add(notifier); err != nil {
@@ -265,7 +274,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err := (&workerdeployment.Reconciler{
 		Client: leaderClient, APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: recorder, Clock: clock.RealClock{}, MaxVersions: opts.MaxVersions,
 		Backlogs: backlogs, Workers: opts.Workers, BannedKinds: bannedKinds(opts.Webhook), ControllerVersion: opts.Version,
-		Notifier: notifier,
+		Notifier: notifier, Prometheus: workerdeployment.NewPrometheusReader(prom),
 	}).SetupWithManager(mgr); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("set up the TemporalWorkerDeployment controller: %w", err)

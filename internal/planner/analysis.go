@@ -29,6 +29,8 @@ type Check struct {
 	MaxAge       time.Duration
 	MinSamples   int64
 	FailureLimit int32
+	// Prometheus is a Prometheus check's query and bounds.
+	Prometheus *PromCheck
 }
 
 // AnalysisRecord is status.analysis: the last evaluation of the target.
@@ -66,6 +68,8 @@ type Reading struct {
 	OnTarget, Stuck int64
 	// BacklogAge is the oldest waiting task of the target's task queues.
 	BacklogAge time.Duration
+	// Prometheus is a Prometheus check's answer.
+	Prometheus PromReading
 }
 
 // AnalysisObserved is the analysis part of Input.
@@ -131,6 +135,9 @@ func lastRecord(v *view, since time.Time) *AnalysisRecord {
 
 // Judge gives one check's verdict on a reading, with its evidence. Pure.
 func Judge(c Check, r Reading, since time.Time) (v1alpha1.AnalysisResult, string) {
+	if c.Kind == v1alpha1.CheckPrometheus {
+		return judgePrometheus(c, r, since)
+	}
 	window := "the window's start is unknown"
 	if !since.IsZero() {
 		window = "since " + since.UTC().Format(time.RFC3339)

@@ -16,12 +16,15 @@ func fuzzAnalysis(s *fuzzsrc.Source, in *Input) {
 	}
 	a := &Analysis{Interval: fuzzsrc.Pick(s, 5*time.Second, 30*time.Second, time.Hour), DryRun: s.Intn(4) == 0}
 	for n := 1 + s.Intn(2); n > 0; n-- {
-		c := Check{Name: fuzzsrc.Pick(s, "failures", "backlog", "vs-current"), Kind: fuzzsrc.Pick(s, v1alpha1.CheckWorkflowFailureRate, v1alpha1.CheckBacklogAge, v1alpha1.CheckWorkflowTaskFailures),
+		c := Check{Name: fuzzsrc.Pick(s, "failures", "backlog", "vs-current"), Kind: fuzzsrc.Pick(s, v1alpha1.CheckWorkflowFailureRate, v1alpha1.CheckBacklogAge, v1alpha1.CheckWorkflowTaskFailures, v1alpha1.CheckPrometheus),
 			MinSamples: int64(fuzzsrc.Pick(s, 1, 20)), FailureLimit: int32(s.Intn(3)), MaxAge: time.Minute}
 		if s.Bool() && c.Kind != v1alpha1.CheckWorkflowTaskFailures {
 			c.CompareCurrent, c.MarginPercent = true, int32(s.Intn(10))
 		} else {
 			c.MaxPercent = ptr(int32(s.Intn(101)))
+		}
+		if c.Kind == v1alpha1.CheckPrometheus {
+			c.Prometheus = fuzzPromCheck(s).Prometheus
 		}
 		a.Checks = append(a.Checks, c)
 	}
@@ -40,7 +43,7 @@ func fuzzAnalysis(s *fuzzsrc.Source, in *Input) {
 		for _, c := range a.Checks {
 			in.Analysis.Readings = append(in.Analysis.Readings, Reading{Check: c.Name, Err: fuzzsrc.Pick(s, "", "", "boom"),
 				Closed: int64(s.Intn(50)), Failed: int64(s.Intn(50)), CurrentClosed: int64(s.Intn(50)), CurrentFailed: int64(s.Intn(50)),
-				OnTarget: int64(s.Intn(50)), Stuck: int64(s.Intn(5)), BacklogAge: fuzzsrc.Pick(s, 0, time.Second, time.Hour)})
+				OnTarget: int64(s.Intn(50)), Stuck: int64(s.Intn(5)), BacklogAge: fuzzsrc.Pick(s, 0, time.Second, time.Hour), Prometheus: fuzzPromReading(s).Prometheus})
 		}
 	}
 }

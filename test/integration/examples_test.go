@@ -48,6 +48,9 @@ func TestExamplesRollOut(t *testing.T) {
 				if twd.Spec.Rollout.Analysis != nil {
 					// The analysis needs workflows to count on each version.
 					r.helloLoad(t)
+					if usesPrometheus(twd.Spec.Rollout.Analysis) {
+						startPrometheus(t)
+					}
 				}
 				exampleRampsThroughSteps(r, twd.Spec.Rollout.Steps)
 				for _, st := range twd.Spec.Rollout.Steps {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/rainbow-deploy/rainbow/internal/admission"
 	"github.com/rainbow-deploy/rainbow/internal/manager"
+	"github.com/rainbow-deploy/rainbow/internal/promquery"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
 	"github.com/rainbow-deploy/rainbow/test/harness"
 )
@@ -132,6 +133,8 @@ func startManager(e *harness.Env) (func(), error) {
 		BacklogInterval: 3 * time.Second,
 		ExternalMetrics: true,
 		Notify:          sinks,
+		// Prometheus checks query the server startPrometheus runs there.
+		AnalysisPrometheus: promquery.Config{URL: "http://" + promAddr},
 	})
 	if err != nil {
 		removeWebhook()

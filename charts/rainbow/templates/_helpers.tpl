@@ -96,6 +96,17 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   {{- with .attempts }},attempts={{ int . }}{{ end }}
   {{- with .timeout }},timeout={{ . }}{{ end }}
 {{- end }}
+{{- with .Values.analysis.prometheus }}
+{{- if .url }}
+- --analysis-prometheus-url={{ .url }}
+{{- with .bearerTokenSecret }}
+- --analysis-prometheus-bearer-token-file=/etc/rainbow/prometheus/token/{{ .key }}
+{{- end }}
+{{- with .caSecret }}
+- --analysis-prometheus-ca-file=/etc/rainbow/prometheus/ca/{{ .key }}
+{{- end }}
+{{- end }}
+{{- end }}
 - --zap-log-level={{ .Values.logging.level }}
 - --zap-encoder={{ .Values.logging.encoder }}
 {{- with .Values.extraArgs }}

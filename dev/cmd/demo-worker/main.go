@@ -44,6 +44,11 @@ func run(taskQueue string) error {
 		}
 		time.Sleep(d)
 	}
+	if addr := os.Getenv("DEMO_METRICS_ADDR"); addr != "" {
+		if opts.MetricsHandler, err = demoworker.ServeMetrics(addr, env.BuildID); err != nil {
+			return err
+		}
+	}
 	opts.Logger = sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	c, err := client.Dial(opts)
 	if err != nil {
@@ -57,14 +62,15 @@ func run(taskQueue string) error {
 			return fmt.Errorf("DEMO_MAX_CONCURRENT_ACTIVITIES=%q: %w", v, err)
 		}
 	}
-	if v := os.Getenv("DEMO_FAIL_SHARE"); v != "" {
-		if wopts.FailShare, err = strconv.ParseFloat(v, 64); err != nil || wopts.FailShare < 0 || wopts.FailShare > 1 {
-			return fmt.Errorf("DEMO_FAIL_SHARE=%q: want a share between 0 and 1", v)
-		}
-	}
-	if v := os.Getenv("DEMO_NONDETERMINISM_SHARE"); v != "" {
-		if wopts.NondeterminismShare, err = strconv.ParseFloat(v, 64); err != nil || wopts.NondeterminismShare < 0 || wopts.NondeterminismShare > 1 {
-			return fmt.Errorf("DEMO_NONDETERMINISM_SHARE=%q: want a share between 0 and 1", v)
+	for name, share := range map[string]*float64{
+		"DEMO_FAIL_SHARE":           &wopts.FailShare,
+		"DEMO_NONDETERMINISM_SHARE": &wopts.NondeterminismShare,
+		"DEMO_ACTIVITY_FAIL_SHARE":  &wopts.ActivityFailShare,
+	} {
+		if v := os.Getenv(name); v != "" {
+			if *share, err = strconv.ParseFloat(v, 64); err != nil || *share < 0 || *share > 1 {
+				return fmt.Errorf("%s=%q: want a share between 0 and 1", name, v)
+			}
 		}
 	}
 	return demoworker.NewWithOptions(c, env, taskQueue, wopts).Run(worker.InterruptCh())

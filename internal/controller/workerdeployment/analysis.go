@@ -150,6 +150,8 @@ func (r *Reconciler) observeAnalysis(ctx context.Context, o *observation) {
 				rg.Err = "the server reports no task queue statistics"
 			}
 			rg.BacklogAge = age
+		case v1alpha1.CheckPrometheus:
+			rg = r.readPrometheus(ctx, o, rd, c)
 		}
 		readings = append(readings, rg)
 	}
@@ -205,6 +207,7 @@ func analysisSpec(a *v1alpha1.AnalysisSpec) *planner.Analysis {
 		if c.MaxAge != nil {
 			pc.MaxAge = c.MaxAge.Duration
 		}
+		pc.Prometheus = promCheck(c.Prometheus)
 		out.Checks = append(out.Checks, pc)
 	}
 	return out

@@ -104,6 +104,8 @@ type Reconciler struct {
 	metadataWritten byTWD[writtenMetadata]
 	// analysis is the analysis' read budget per Temporal namespace.
 	analysis analysisBudget
+	// Prometheus runs Prometheus checks; nil: none configured.
+	Prometheus *PrometheusReader
 }
 
 // +kubebuilder:rbac:groups=temporal.io,resources=temporalworkerdeployments,verbs=get;list;watch;update;patch
