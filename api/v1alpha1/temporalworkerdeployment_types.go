@@ -202,7 +202,6 @@ const (
 	CheckPrometheus AnalysisCheckKind = "Prometheus"
 )
 
-
 // AnalysisCompare names what a failure rate is compared with.
 // +kubebuilder:validation:Enum=Current
 type AnalysisCompare string

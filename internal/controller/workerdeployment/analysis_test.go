@@ -60,12 +60,12 @@ func TestVisibilityCounts(t *testing.T) {
 		checks []planner.Check
 		want   int
 	}{
-		"backlog only":             {[]planner.Check{backlog}, 0},
-		"one fixed bound":          {[]planner.Check{fixed, fixed}, 1},
-		"compare with current":     {[]planner.Check{compare}, 2},
-		"fixed and compare share":  {[]planner.Check{fixed, compare, backlog}, 2},
-		"stuck twice":              {[]planner.Check{stuck, stuck}, 2},
-		"stuck and a compare":      {[]planner.Check{stuck, compare}, 4},
+		"backlog only":            {[]planner.Check{backlog}, 0},
+		"one fixed bound":         {[]planner.Check{fixed, fixed}, 1},
+		"compare with current":    {[]planner.Check{compare}, 2},
+		"fixed and compare share": {[]planner.Check{fixed, compare, backlog}, 2},
+		"stuck twice":             {[]planner.Check{stuck, stuck}, 2},
+		"stuck and a compare":     {[]planner.Check{stuck, compare}, 4},
 	} {
 		if got := visibilityCounts(tc.checks); got != tc.want {
 			t.Errorf("%s: %d counts, want %d", name, got, tc.want)
