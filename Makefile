@@ -128,7 +128,7 @@ verify-generated: $(CONTROLLER_GEN) ## Check that the committed CRDs, deepcopy c
 	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	deepcopy=api/v1alpha1/zz_generated.deepcopy.go; cp "$$deepcopy" "$$tmp/deepcopy.go"; \
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...; \
-	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config="$$tmp/crd"; \
+	$(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=true paths=./api/... output:crd:artifacts:config="$$tmp/crd"; \
 	$(CONTROLLER_GEN) rbac:roleName=rainbow-manager paths=./internal/... output:rbac:artifacts:config="$$tmp/rbac"; \
 	stale=; \
 	cmp -s "$$tmp/deepcopy.go" "$$deepcopy" || { stale="$$stale $$deepcopy"; cp "$$tmp/deepcopy.go" "$$deepcopy"; }; \
@@ -142,7 +142,7 @@ verify-generated: $(CONTROLLER_GEN) ## Check that the committed CRDs, deepcopy c
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate deepcopy code, CRD manifests from api/ and the RBAC role from internal/, and copy them into the Helm charts
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
-	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=true paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=rainbow-manager paths=./internal/... output:rbac:artifacts:config=config/rbac
 	@# The charts render these copies (.Files.Get): Helm only reads files inside a chart.
 	rm -rf charts/rainbow-crds/files/crds && mkdir -p charts/rainbow-crds/files/crds charts/rainbow/files

@@ -16,7 +16,8 @@ import (
 
 // TestDeploymentSettingsReachRunningVersions: deploymentMetadata lands on
 // the versioned Deployment object (not its pods) and follows the spec
-// without restarting anything; rollout.deploymentStrategy shapes the real
+// without restarting anything; the pod template's own labels and
+// annotations are stored with the TWD and reach the pods; rollout.deploymentStrategy shapes the real
 // Deployment controller's in-place update: with maxSurge 0 the version
 // never runs more pods than its replicas while its template rolls.
 func TestDeploymentSettingsReachRunningVersions(t *testing.T) {
@@ -29,9 +30,17 @@ func TestDeploymentSettingsReachRunningVersions(t *testing.T) {
 	twd.Spec.DeploymentMetadata = v1alpha1.DeploymentMetadata{
 		Labels: map[string]string{"team": "payments"}, Annotations: map[string]string{"example.com/owner": "alice"},
 	}
+	twd.Spec.Template.Labels = map[string]string{"app.kubernetes.io/part-of": "payments"}
+	twd.Spec.Template.Annotations = map[string]string{"prometheus.io/scrape": "true"}
 	r.Create(twd)
+	if got := r.Get().Spec.Template; got.Labels["app.kubernetes.io/part-of"] != "payments" || got.Annotations["prometheus.io/scrape"] != "true" {
+		t.Fatalf("the API server kept spec.template.metadata as %+v: the CRD must describe it (controller-gen crd:generateEmbeddedObjectMeta)", got.ObjectMeta)
+	}
 	r.WaitCurrent(2*time.Minute, "wf-1")
 	d := r.deployment("wf-1")
+	if d.Spec.Template.Labels["app.kubernetes.io/part-of"] != "payments" || d.Spec.Template.Annotations["prometheus.io/scrape"] != "true" {
+		t.Fatalf("pod template labels %v, annotations %v: the TWD's template metadata is missing", d.Spec.Template.Labels, d.Spec.Template.Annotations)
+	}
 	if d.Labels["team"] != "payments" || d.Annotations["example.com/owner"] != "alice" || d.Spec.Template.Labels["team"] != "" {
 		t.Fatalf("Deployment labels %v, annotations %v, pod labels %v", d.Labels, d.Annotations, d.Spec.Template.Labels)
 	}
