@@ -75,6 +75,9 @@ type Result struct {
 	Waiting []Waiting `json:"waiting,omitempty"`
 	// Scales is the scale phase's steps, the fleet growing through Ns.
 	Scales []Scale `json:"scales,omitempty"`
+	// Analysis is the analysis phase: N Progressive TWDs under every
+	// built-in check rolling out at once.
+	Analysis *AnalysisRun `json:"analysis,omitempty"`
 	// Phases is how long each phase of the run took, in order.
 	Phases []phaseTime `json:"phases"`
 	Table  []row       `json:"table"`
@@ -143,7 +146,7 @@ func run(cfg config) error {
 	defer stop()
 
 	fmt.Printf("bench: starting the environment and the controller (logs in %s)\n", runDir)
-	e, err := startEnv(root, runDir, cfg.N, cfg.Manager, cfg.ManagerArgs)
+	e, err := startEnv(root, runDir, cfg.N+max(*analysisTWDs, 0), cfg.Manager, cfg.ManagerArgs)
 	phase := newPhaseClock(&res)
 	phase.done("start the environment and the controller")
 	if err != nil {
@@ -168,6 +171,9 @@ func run(cfg config) error {
 	res.StepLoad.clean()
 	for i := range res.Waiting {
 		res.Waiting[i].Window.clean()
+	}
+	if res.Analysis != nil {
+		res.Analysis.Window.clean()
 	}
 	for i := range res.Scales {
 		s := &res.Scales[i]
@@ -289,6 +295,16 @@ func measure(ctx context.Context, cfg config, e *benchEnv, o *observer, res *Res
 		phase.done(fmt.Sprintf("scale to %d TWDs", n))
 		prev = n
 	}
+	if n := *analysisTWDs; n > 0 {
+		fmt.Printf("bench: analysis, %d Progressive TWDs with every built-in check rolling out at once (steps %v%%, %s pauses, interval %s)\n",
+			n, analysisSteps, *analysisPause, *analysisInterval)
+		a, err := analysisPhase(ctx, e, o, "bench-analysis", n)
+		res.Analysis = &a
+		if err != nil {
+			return err
+		}
+		phase.done(fmt.Sprintf("analysis, %d TWDs", n))
+	}
 	return nil
 }
 
@@ -377,6 +393,7 @@ func table(res Result) []row {
 	if n := len(res.Scales); n > 0 {
 		rows = append(rows, scaleRows(&res.Scales[n-1], res.Scales[0].BaselineRSSMiB)...)
 	}
+	rows = append(rows, analysisRows(res.Analysis)...)
 	return rows
 }
 
