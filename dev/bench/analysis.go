@@ -29,6 +29,8 @@ var (
 		"the pause of each of the analysis phase's two steps, 25% and 75% (env BENCH_ANALYSIS_PAUSE)")
 	analysisLoad = flag.Float64("analysis-load", envFloat("BENCH_ANALYSIS_LOAD", 5),
 		"Hello workflows the benchmark starts per second during the analysis phase, spread over the TWDs in turn (env BENCH_ANALYSIS_LOAD)")
+	analysisBaseline = flag.Bool("analysis-baseline", os.Getenv("BENCH_ANALYSIS_BASELINE") == "true",
+		"run the analysis phase's rollouts without spec.rollout.analysis, for the reads a Progressive rollout makes anyway (env BENCH_ANALYSIS_BASELINE=true)")
 	analysisTimeout = flag.Duration("analysis-timeout", envDuration("BENCH_ANALYSIS_TIMEOUT", 30*time.Minute),
 		"how long the analysis phase waits for the rollouts; the figures are reported either way (env BENCH_ANALYSIS_TIMEOUT)")
 )
@@ -47,7 +49,9 @@ var analysisSteps = []int32{25, 75}
 // AnalysisRun is the analysis phase: N Progressive TWDs with every built-in
 // check, all rolling out a new version at once under a Hello load.
 type AnalysisRun struct {
-	TWDs            int      `json:"twds"`
+	TWDs int `json:"twds"`
+	// Baseline: the same rollouts without spec.rollout.analysis.
+	Baseline        bool     `json:"baseline,omitempty"`
 	Steps           []int32  `json:"steps"`
 	PauseSeconds    float64  `json:"pauseSeconds"`
 	IntervalSeconds float64  `json:"intervalSeconds"`
@@ -92,8 +96,11 @@ type AnalysisRun struct {
 	ServerCounts     float64 `json:"serverCountWorkflowExecutions"`
 	DescribeVersions float64 `json:"describeWorkerDeploymentVersion"`
 	CountsPerStep    float64 `json:"countsPerTWDPerStep"`
-	DescribesPerStep float64 `json:"describesPerTWDPerStep"`
-	CountsPerRead    float64 `json:"countsPerEvaluationThatRead"`
+	// DescribesPerMinute is DescribeWorkerDeploymentVersion per TWD per
+	// minute of the rollouts: with the baseline, what the analysis adds.
+	DescribesPerMinute float64 `json:"describesPerTWDPerMinute"`
+	DescribesPerStep   float64 `json:"describesPerTWDPerStep"`
+	CountsPerRead      float64 `json:"countsPerEvaluationThatRead"`
 	// The namespace-wide rate of visibility counts from 1 s samples of
 	// the controller's counter: the highest over one sample, over any 10 s,
 	// and the mean over the rollouts.
@@ -121,6 +128,9 @@ func analysisTWD(e *benchEnv, ns, name, tag string, pause, interval time.Duratio
 	for _, p := range analysisSteps {
 		steps = append(steps, v1alpha1.RolloutStep{RampPercentage: p, PauseDuration: metav1.Duration{Duration: pause}})
 	}
+	if *analysisBaseline {
+		return newTWD(e, ns, name, tag, v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyProgressive, Steps: steps})
+	}
 	return newTWD(e, ns, name, tag, v1alpha1.RolloutSpec{
 		Strategy: v1alpha1.StrategyProgressive,
 		Steps:    steps,
@@ -141,7 +151,7 @@ func analysisTWD(e *benchEnv, ns, name, tag string, pause, interval time.Duratio
 // once and follows the rollouts, sampling the controller's Temporal calls
 // every second.
 func analysisPhase(ctx context.Context, e *benchEnv, o *observer, ns string, n int) (AnalysisRun, error) {
-	r := AnalysisRun{TWDs: n, Steps: analysisSteps, PauseSeconds: analysisPause.Seconds(), IntervalSeconds: analysisInterval.Seconds(),
+	r := AnalysisRun{TWDs: n, Baseline: *analysisBaseline, Steps: analysisSteps, PauseSeconds: analysisPause.Seconds(), IntervalSeconds: analysisInterval.Seconds(),
 		Checks:        []string{"WorkflowFailureRate maxPercent", "WorkflowFailureRate compare: Current", "WorkflowTaskFailures maxPercent 0", "BacklogAge"},
 		LoadPerSecond: *analysisLoad, FloorSeconds: float64(len(analysisSteps)) * analysisPause.Seconds()}
 	if err := createNamespace(ctx, e, ns); err != nil {
@@ -281,6 +291,9 @@ func analysisPhase(ctx context.Context, e *benchEnv, o *observer, ns string, n i
 	if read := r.Evaluations - r.BudgetEvaluations; read > 0 {
 		r.CountsPerRead = r.Counts / float64(read)
 	}
+	if r.Window.Seconds > 0 {
+		r.DescribesPerMinute = r.DescribeVersions / float64(n) / (r.Window.Seconds / 60)
+	}
 	r.CountRatePeak1s, r.CountRatePeak10s = peakRate(r.Samples, 0), peakRate(r.Samples, 10)
 	if r.Window.Seconds > 0 {
 		r.CountRateMean = r.Counts / r.Window.Seconds
@@ -396,10 +409,18 @@ func analysisRows(r *AnalysisRun) []row {
 		done += ", then the benchmark stopped waiting"
 	}
 	demand := float64(r.TWDs) * 4 / r.IntervalSeconds
+	if r.Baseline {
+		return []row{{Figure: fmt.Sprintf("%d Progressive rollouts without analysis (baseline)", r.TWDs),
+			Value: fmt.Sprintf("%s; each TWD median %s, p95 %s; steps beyond their pause median %s, p95 %s, max %s; "+
+				"%.1f DescribeWorkerDeploymentVersion per TWD per step, %.2f per TWD per minute; %.0f CountWorkflowExecutions",
+				done, secs(r.PerTWD.Median), secs(r.PerTWD.P95), secs(r.StepHold.Median), secs(r.StepHold.P95), secs(r.StepHold.Max),
+				r.DescribesPerStep, r.DescribesPerMinute, r.Counts),
+			How: "the analysis phase's rollouts with -analysis-baseline: the same steps and load, no spec.rollout.analysis; the reads a Progressive rollout makes anyway."}}
+	}
 	return []row{
 		{Figure: fmt.Sprintf("Analysis reads per TWD per judged step (%d TWDs)", r.TWDs),
-			Value: fmt.Sprintf("%.1f CountWorkflowExecutions, %.1f DescribeWorkerDeploymentVersion; %.2f counts per evaluation that read",
-				r.CountsPerStep, r.DescribesPerStep, r.CountsPerRead),
+			Value: fmt.Sprintf("%.1f CountWorkflowExecutions, %.1f DescribeWorkerDeploymentVersion (%.2f per TWD per minute); %.2f counts per evaluation that read",
+				r.CountsPerStep, r.DescribesPerStep, r.DescribesPerMinute, r.CountsPerRead),
 			How: fmt.Sprintf("the controller's rainbow_temporal_rpcs_total over the phase (server: %g CountWorkflowExecutions, controller %g) divided by TWDs and "+
 				"steps (%v%%, %s pauses, interval %s, every built-in check: %v); the describes are all the rollout's, not only the analysis'. "+
 				"Per evaluation: counts over the evaluations status showed that were not refused by the read budget.",

@@ -296,8 +296,12 @@ func measure(ctx context.Context, cfg config, e *benchEnv, o *observer, res *Res
 		prev = n
 	}
 	if n := *analysisTWDs; n > 0 {
-		fmt.Printf("bench: analysis, %d Progressive TWDs with every built-in check rolling out at once (steps %v%%, %s pauses, interval %s)\n",
-			n, analysisSteps, *analysisPause, *analysisInterval)
+		what := "with every built-in check"
+		if *analysisBaseline {
+			what = "without analysis (the baseline)"
+		}
+		fmt.Printf("bench: analysis, %d Progressive TWDs %s rolling out at once (steps %v%%, %s pauses, interval %s)\n",
+			n, what, analysisSteps, *analysisPause, *analysisInterval)
 		a, err := analysisPhase(ctx, e, o, "bench-analysis", n)
 		res.Analysis = &a
 		if err != nil {
