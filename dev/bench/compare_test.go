@@ -4,6 +4,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -95,5 +96,17 @@ func TestPeakRate(t *testing.T) {
 	}
 	if got := peakRate(nil, 0); got != 0 {
 		t.Errorf("no samples: %g", got)
+	}
+}
+
+func TestTableLeavesOutSkippedPhases(t *testing.T) {
+	rows := table(Result{Analysis: &AnalysisRun{TWDs: 10, Steps: analysisSteps, IntervalSeconds: 10, Completed: 10}})
+	for _, r := range rows {
+		if strings.Contains(r.Figure, "AllAtOnce") || strings.HasPrefix(r.Figure, "Progressive step") {
+			t.Errorf("row %q of a skipped phase", r.Figure)
+		}
+	}
+	if len(rows) != 4 {
+		t.Errorf("%d rows, want the analysis phase's 4", len(rows))
 	}
 }

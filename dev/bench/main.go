@@ -398,7 +398,26 @@ func table(res Result) []row {
 		rows = append(rows, scaleRows(&res.Scales[n-1], res.Scales[0].BaselineRSSMiB)...)
 	}
 	rows = append(rows, analysisRows(res.Analysis)...)
-	return rows
+	return dropSkipped(res, rows)
+}
+
+// dropSkipped leaves out the rows of the AllAtOnce and Progressive phases
+// when they were skipped (-rollouts 0, -progressive-rollouts 0): they
+// would show zeros that nothing measured.
+func dropSkipped(res Result, rows []row) []row {
+	allAtOnce := []string{"AllAtOnce reaction,", "Status showing the AllAtOnce change", "AllAtOnce end to end", "Floor: worker start",
+		"End to end / floor", "End to end breakdown", "Temporal load, one TWD rolling out", "Temporal's latency during rollouts", "Cross-check with the server, rollouts"}
+	out := rows[:0]
+	for _, r := range rows {
+		skip := len(res.Steps) == 0 && strings.HasPrefix(r.Figure, "Progressive step reaction")
+		for _, p := range allAtOnce {
+			skip = skip || (len(res.Rollouts) == 0 && strings.HasPrefix(r.Figure, p))
+		}
+		if !skip {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // perMethod lists a window's controller calls by method.
