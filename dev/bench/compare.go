@@ -99,6 +99,12 @@ func figures(res Result) map[string]figure {
 		add(p+"controller CPU, idle", "CPU s/min", s.Idle.CPUSecondsPerMin, s.Idle.Seconds > 0)
 		add(p+"Temporal reads per idle TWD per minute", "/min", s.Idle.ReadsPerTWDMin, s.Idle.Seconds > 0)
 	}
+	if a := res.Analysis; a != nil && a.Completed > 0 && !a.Baseline {
+		p := fmt.Sprintf("analysis, %d TWDs: ", a.TWDs)
+		add(p+"visibility counts per TWD per judged step", "counts", a.CountsPerStep, true)
+		add(p+"peak visibility counts per second (10 s)", "/s", a.CountRatePeak10s, true)
+		add(p+"roll out all", "s", a.RolloutSeconds, !a.TimedOut)
+	}
 	return out
 }
 

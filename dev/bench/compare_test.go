@@ -4,6 +4,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -81,5 +82,31 @@ func TestPlotScaleWritesAPNG(t *testing.T) {
 	defer f.Close()
 	if _, err := png.Decode(f); err != nil {
 		t.Fatalf("not a PNG: %v", err)
+	}
+}
+
+func TestPeakRate(t *testing.T) {
+	s := []rpcSample{{Seconds: 0, Counts: 0}, {Seconds: 1, Counts: 20}, {Seconds: 2, Counts: 22}, {Seconds: 11, Counts: 40}, {Seconds: 12, Counts: 42}}
+	if got := peakRate(s, 0); got != 20 {
+		t.Errorf("1 s peak = %g, want 20 (the burst)", got)
+	}
+	// Over 10 s: 0 -> 11 s is 40/11, 1 -> 11 s is 20/10, 2 -> 12 s is 20/10.
+	if got, want := peakRate(s, 10), 40.0/11; got != want {
+		t.Errorf("10 s peak = %g, want %g", got, want)
+	}
+	if got := peakRate(nil, 0); got != 0 {
+		t.Errorf("no samples: %g", got)
+	}
+}
+
+func TestTableLeavesOutSkippedPhases(t *testing.T) {
+	rows := table(Result{Analysis: &AnalysisRun{TWDs: 10, Steps: analysisSteps, IntervalSeconds: 10, Completed: 10}})
+	for _, r := range rows {
+		if strings.Contains(r.Figure, "AllAtOnce") || strings.HasPrefix(r.Figure, "Progressive step") {
+			t.Errorf("row %q of a skipped phase", r.Figure)
+		}
+	}
+	if len(rows) != 4 {
+		t.Errorf("%d rows, want the analysis phase's 4", len(rows))
 	}
 }

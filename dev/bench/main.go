@@ -75,6 +75,9 @@ type Result struct {
 	Waiting []Waiting `json:"waiting,omitempty"`
 	// Scales is the scale phase's steps, the fleet growing through Ns.
 	Scales []Scale `json:"scales,omitempty"`
+	// Analysis is the analysis phase: N Progressive TWDs under every
+	// built-in check rolling out at once.
+	Analysis *AnalysisRun `json:"analysis,omitempty"`
 	// Phases is how long each phase of the run took, in order.
 	Phases []phaseTime `json:"phases"`
 	Table  []row       `json:"table"`
@@ -143,7 +146,7 @@ func run(cfg config) error {
 	defer stop()
 
 	fmt.Printf("bench: starting the environment and the controller (logs in %s)\n", runDir)
-	e, err := startEnv(root, runDir, cfg.N, cfg.Manager, cfg.ManagerArgs)
+	e, err := startEnv(root, runDir, cfg.N+max(*analysisTWDs, 0), cfg.Manager, cfg.ManagerArgs)
 	phase := newPhaseClock(&res)
 	phase.done("start the environment and the controller")
 	if err != nil {
@@ -168,6 +171,9 @@ func run(cfg config) error {
 	res.StepLoad.clean()
 	for i := range res.Waiting {
 		res.Waiting[i].Window.clean()
+	}
+	if res.Analysis != nil {
+		res.Analysis.Window.clean()
 	}
 	for i := range res.Scales {
 		s := &res.Scales[i]
@@ -289,6 +295,20 @@ func measure(ctx context.Context, cfg config, e *benchEnv, o *observer, res *Res
 		phase.done(fmt.Sprintf("scale to %d TWDs", n))
 		prev = n
 	}
+	if n := *analysisTWDs; n > 0 {
+		what := "with every built-in check"
+		if *analysisBaseline {
+			what = "without analysis (the baseline)"
+		}
+		fmt.Printf("bench: analysis, %d Progressive TWDs %s rolling out at once (steps %v%%, %s pauses, interval %s)\n",
+			n, what, analysisSteps, *analysisPause, *analysisInterval)
+		a, err := analysisPhase(ctx, e, o, "bench-analysis", n)
+		res.Analysis = &a
+		if err != nil {
+			return err
+		}
+		phase.done(fmt.Sprintf("analysis, %d TWDs", n))
+	}
 	return nil
 }
 
@@ -377,7 +397,27 @@ func table(res Result) []row {
 	if n := len(res.Scales); n > 0 {
 		rows = append(rows, scaleRows(&res.Scales[n-1], res.Scales[0].BaselineRSSMiB)...)
 	}
-	return rows
+	rows = append(rows, analysisRows(res.Analysis)...)
+	return dropSkipped(res, rows)
+}
+
+// dropSkipped leaves out the rows of the AllAtOnce and Progressive phases
+// when they were skipped (-rollouts 0, -progressive-rollouts 0): they
+// would show zeros that nothing measured.
+func dropSkipped(res Result, rows []row) []row {
+	allAtOnce := []string{"AllAtOnce reaction,", "Status showing the AllAtOnce change", "AllAtOnce end to end", "Floor: worker start",
+		"End to end / floor", "End to end breakdown", "Temporal load, one TWD rolling out", "Temporal's latency during rollouts", "Cross-check with the server, rollouts"}
+	out := rows[:0]
+	for _, r := range rows {
+		skip := len(res.Steps) == 0 && strings.HasPrefix(r.Figure, "Progressive step reaction")
+		for _, p := range allAtOnce {
+			skip = skip || (len(res.Rollouts) == 0 && strings.HasPrefix(r.Figure, p))
+		}
+		if !skip {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // perMethod lists a window's controller calls by method.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -51,6 +52,27 @@ type twdSeen struct {
 	// progress is every change of the Ready condition's reason or
 	// message, for explaining where a rollout waited.
 	progress []progressSeen
+	// evals is every analysis evaluation status showed (a new
+	// status.analysis.evaluatedAt), in order.
+	evals []evalSeen
+	// ramps is when each ramp percentage of a target build was first
+	// seen in status, by build.
+	ramps map[string]map[int32]time.Time
+}
+
+// evalSeen is one evaluation of a rollout's analysis, as status showed it.
+type evalSeen struct {
+	build       string
+	evaluatedAt time.Time
+	seen        time.Time
+	// results counts the checks by result; budget is true when a check
+	// was inconclusive because the namespace's read budget was spent,
+	// samples when one held for minSamples.
+	results         map[v1alpha1.AnalysisResult]int
+	budget, samples bool
+	// throttled: a read failed because Temporal refused it
+	// (ResourceExhausted, its own rate limit).
+	throttled bool
 }
 
 type progressSeen struct {
@@ -188,6 +210,7 @@ func (o *observer) onTWD(obj any) {
 		o.twds[key] = s
 	}
 	s.last = t
+	o.analysisSeen(s, t, now)
 	if c := meta.FindStatusCondition(t.Status.Conditions, v1alpha1.ConditionReady); c != nil {
 		if n := len(s.progress); n == 0 || s.progress[n-1].Reason != c.Reason || s.progress[n-1].Message != c.Message {
 			s.progress = append(s.progress, progressSeen{At: now, Reason: c.Reason, Message: c.Message})
@@ -196,6 +219,62 @@ func (o *observer) onTWD(obj any) {
 	if _, seen := s.ready[t.Generation]; !seen && rolledOut(t) {
 		s.ready[t.Generation] = now
 	}
+}
+
+// analysisSeen records a new evaluation and a new ramp of the target.
+func (o *observer) analysisSeen(s *twdSeen, t *v1alpha1.TemporalWorkerDeployment, now time.Time) {
+	if tv := t.Status.TargetVersion; tv != nil && tv.RampPercentage != nil && *tv.RampPercentage > 0 {
+		if s.ramps == nil {
+			s.ramps = map[string]map[int32]time.Time{}
+		}
+		if s.ramps[tv.BuildID] == nil {
+			s.ramps[tv.BuildID] = map[int32]time.Time{}
+		}
+		if _, ok := s.ramps[tv.BuildID][*tv.RampPercentage]; !ok {
+			s.ramps[tv.BuildID][*tv.RampPercentage] = now
+		}
+	}
+	a := t.Status.Analysis
+	if a == nil || a.EvaluatedAt == nil {
+		return
+	}
+	if n := len(s.evals); n > 0 && s.evals[n-1].build == a.BuildID && s.evals[n-1].evaluatedAt.Equal(a.EvaluatedAt.Time) {
+		return
+	}
+	e := evalSeen{build: a.BuildID, evaluatedAt: a.EvaluatedAt.Time, seen: now, results: map[v1alpha1.AnalysisResult]int{}}
+	for _, c := range a.Checks {
+		e.results[c.Result]++
+		if c.Result == v1alpha1.AnalysisInconclusive {
+			e.budget = e.budget || strings.Contains(c.Message, "read budget")
+			e.samples = e.samples || strings.Contains(c.Message, "minSamples")
+			low := strings.ToLower(c.Message)
+			e.throttled = e.throttled || strings.Contains(low, "resourceexhausted") || strings.Contains(low, "resource_exhausted") ||
+				strings.Contains(low, "rate limit exceeded")
+		}
+	}
+	s.evals = append(s.evals, e)
+}
+
+// evaluations is every evaluation of build's analysis seen for the TWD,
+// and when each ramp percentage of build was first seen.
+func (o *observer) evaluations(key types.NamespacedName, build string) ([]evalSeen, map[int32]time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s := o.twds[key]
+	if s == nil {
+		return nil, nil
+	}
+	var out []evalSeen
+	for _, e := range s.evals {
+		if e.build == build {
+			out = append(out, e)
+		}
+	}
+	ramps := map[int32]time.Time{}
+	for p, at := range s.ramps[build] {
+		ramps[p] = at
+	}
+	return out, ramps
 }
 
 // rolledOut: status describes the latest spec, Ready is True and the
@@ -262,6 +341,18 @@ func (o *observer) target(key types.NamespacedName) (string, int32) {
 		return tv.BuildID, 0
 	}
 	return tv.BuildID, *tv.RampPercentage
+}
+
+// readyReason is the Ready condition's reason in the latest status seen.
+func (o *observer) readyReason(key types.NamespacedName) string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if s := o.twds[key]; s != nil && s.last != nil {
+		if c := meta.FindStatusCondition(s.last.Status.Conditions, v1alpha1.ConditionReady); c != nil {
+			return c.Reason
+		}
+	}
+	return ""
 }
 
 // lastStatus describes the latest TWD seen, for timeout messages.
