@@ -23,10 +23,13 @@ import (
 // in time, and each Temporal namespace gets at most analysisRPS visibility
 // counts a second (burst analysisBurst) across all its TWDs, so that many
 // rollouts at once cannot crowd out the workers' own visibility queries.
+// The burst stays inside Temporal's default bucket for them
+// (frontend.namespaceRPS.visibility: 10, burst ratio 1; bursts of 20 got
+// ResourceExhausted in make bench), and holds one evaluation's counts.
 const (
 	analysisReadTimeout = 5 * time.Second
 	analysisRPS         = 2
-	analysisBurst       = 20
+	analysisBurst       = 8
 )
 
 var (

@@ -71,4 +71,8 @@ func TestVisibilityCounts(t *testing.T) {
 			t.Errorf("%s: %d counts, want %d", name, got, tc.want)
 		}
 	}
+	// The budget must hold the costliest evaluation, or it is never served.
+	if every := visibilityCounts([]planner.Check{fixed, compare, stuck, backlog}); every > analysisBurst {
+		t.Errorf("an evaluation of every kind costs %d counts, more than the budget's burst of %d", every, analysisBurst)
+	}
 }
