@@ -15,6 +15,11 @@ mapfile -t targets < <(grep -Eo '^func Fuzz[A-Za-z0-9_]*\(' internal/planner/*_t
 for t in "${targets[@]}"; do
   read -r dir name <<<"$t"
   echo ">> fuzz $name ($dir) for $fuzztime"
-  go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "./$dir" >/dev/null
+  if ! out=$(go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "./$dir" 2>&1); then
+    # go test kept the failing input under ./$dir/testdata/fuzz/$name/:
+    # commit it, and plain go test runs it from then on.
+    printf '%s\n' "$out"
+    exit 1
+  fi
 done
 echo ">> test-quick: unit tests and ${#targets[@]} planner fuzz targets passed"
