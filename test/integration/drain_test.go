@@ -223,7 +223,7 @@ func drainDeadlineStops(t *testing.T, a stopAction) {
 	// With nothing pinned left, v1 drains and is retired as usual, after
 	// the last run ended.
 	var scaledDown string
-	r.Eventually(3*time.Minute, "version "+v1+" retired", func() (bool, string) {
+	r.Eventually(drainBound, "version "+v1+" retired", func() (bool, string) {
 		dep := r.deployment(v1)
 		if dep != nil && ptr.Deref(dep.Spec.Replicas, 1) == 0 && dep.Annotations[workload.AnnotationScaledDownAt] != "" {
 			scaledDown = dep.Annotations[workload.AnnotationScaledDownAt]
@@ -304,7 +304,7 @@ func TestContinueAsNewSignal(t *testing.T) {
 	if res.ContinuedFrom != v1 || res.StartedOn != v2 || res.FinishedOn != v2 {
 		t.Fatalf("the continued run: %+v, want continued from %s, run on %s", res, v1, v2)
 	}
-	r.Eventually(2*time.Minute, "version "+v1+" drained", func() (bool, string) {
+	r.Eventually(drainBound, "version "+v1+" drained", func() (bool, string) {
 		twd := r.Get()
 		st := versionStatus(twd, v1)
 		return st == v1alpha1.VersionDrained || st == "", describe(twd)

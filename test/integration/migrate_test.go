@@ -346,7 +346,7 @@ func TestMigrateFromTheWorkerController(t *testing.T) {
 	// are retired by Rainbow's rules.
 	v3 := r.SetImage("v3")
 	r.WaitCurrent(3*time.Minute, v3)
-	r.Eventually(4*time.Minute, "the incumbent's versions scaled down and deleted", func() (bool, string) {
+	r.Eventually(drainBound, "the incumbent's versions scaled down and deleted", func() (bool, string) {
 		// The Deployment first: status read after it is at least as new.
 		for _, b := range []string{v1, v2} {
 			if d := r.deployment(b); d != nil {

@@ -130,7 +130,7 @@ func TestOwnedResourcesFollowVersions(t *testing.T) {
 	})
 
 	// v1 drains and is sunset: its copies go, at the latest with its Deployment.
-	r.Eventually(4*time.Minute, "the copies of "+v1+" are deleted", func() (bool, string) {
+	r.Eventually(drainBound, "the copies of "+v1+" are deleted", func() (bool, string) {
 		h, p := r.hpaOf(hpa.Name, v1), r.pdbOf(pdb.Name, v1)
 		return h == nil && p == nil, fmt.Sprintf("HPA %v, PDB %v, Deployment %s", h != nil, p != nil, deploymentState(r.deployment(v1)))
 	})

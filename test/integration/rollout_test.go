@@ -87,7 +87,7 @@ func TestAllAtOnceKeepsPinnedWorkflowsOnTheirVersion(t *testing.T) {
 		}
 	}
 
-	r.Eventually(2*time.Minute, "version "+v1+" scaled to zero after draining", func() (bool, string) {
+	r.Eventually(drainBound, "version "+v1+" scaled to zero after draining", func() (bool, string) {
 		d := r.deployment(v1)
 		twd := r.Get()
 		if d != nil && ptr.Deref(d.Spec.Replicas, 1) == 0 && versionStatus(twd, v1) != v1alpha1.VersionDrained {
@@ -95,7 +95,7 @@ func TestAllAtOnceKeepsPinnedWorkflowsOnTheirVersion(t *testing.T) {
 		}
 		return d == nil || ptr.Deref(d.Spec.Replicas, 1) == 0, deploymentState(d) + "; " + describe(twd)
 	})
-	r.Eventually(2*time.Minute, "version "+v1+" deleted in Kubernetes and Temporal", func() (bool, string) {
+	r.Eventually(drainBound, "version "+v1+" deleted in Kubernetes and Temporal", func() (bool, string) {
 		d := r.deployment(v1)
 		twd := r.Get()
 		return d == nil && versionStatus(twd, v1) == "", deploymentState(d) + "; " + describe(twd)

@@ -20,6 +20,13 @@ import (
 	"github.com/rainbow-deploy/rainbow/test/harness"
 )
 
+// drainBound bounds a wait for a version to drain and be retired. The
+// worker deployment's summary can keep a drained version DRAINING, and the
+// controller describes the version itself only after five minutes of
+// draining (internal/planner/drain/crosscheck.go), so a wait shorter than
+// that fails whenever Temporal's summary lags.
+const drainBound = 8 * time.Minute
+
 // rollout is one test's TemporalWorkerDeployment and what it talks to.
 type rollout struct {
 	*harness.Rollout
