@@ -22,8 +22,16 @@ const (
 	// what the list does not show (manager identity, a version's status).
 	SettledMaxAge = 10 * time.Minute
 	// ManagerMaxAge: a TWD waiting for the manager role to be handed back
-	// is described this often, since only a describe shows that.
-	ManagerMaxAge = time.Minute
+	// is described this often, since only a describe shows the manager,
+	// unless the namespace's runs query watches it (ManagerWake); then
+	// only ManagerWatchedMaxAge, in case that query no longer sees the
+	// changes (it reads Temporal's internals).
+	ManagerMaxAge        = time.Minute
+	ManagerWatchedMaxAge = 5 * time.Minute
+	// RunClockSlack: a run of a worker deployment's workflow that started
+	// this little before a TWD's describe may hold a change the describe
+	// missed: the controller's and Temporal's clocks differ a little.
+	RunClockSlack = 2 * time.Second
 	// AbsentListMaxAge: a TWD waiting for the first poll of its worker
 	// deployment learns of it from a list this fresh at most, or, while a
 	// newer one is fetched, AbsentListStaleAge.

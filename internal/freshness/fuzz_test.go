@@ -111,7 +111,7 @@ func reuseViolationsWith(data []byte, mutate func(*planner.Input)) []error {
 	var m Remembered
 	res := planner.Plan(prev)
 	if s.Bool() && slices.Equal(prev.Deployments, in.Deployments) && Settles(res) {
-		m.Settled = &SettledState{DescribedAt: at, MaxAge: SettledFor(res), Summary: summaryOf(remembered).DeploymentSummary, HasSummary: true}
+		m.Settled = &SettledState{DescribedAt: at, MaxAge: SettledFor(res, s.Bool()), Summary: summaryOf(remembered).DeploymentSummary, HasSummary: true}
 	} else if KeepRecent(prev, res, false, false) {
 		m.Recent = &RecentState{State: remembered, Until: at.Add(res.RequeueAfter - 10*time.Millisecond), DescribedAt: at,
 			TargetAvailable: targetAvailable(prev)}

@@ -30,12 +30,42 @@ func Settles(res planner.Result) bool {
 }
 
 // SettledFor is how long a settled state stands: shorter while the TWD
-// waits for the manager role, which only a describe shows handed back.
-func SettledFor(res planner.Result) time.Duration {
-	if res.WaitsFor == planner.WaitManager {
-		return ManagerMaxAge
+// waits for the manager role, which only a describe shows handed back;
+// watched (ManagerWake), the recheck is only a fallback.
+func SettledFor(res planner.Result, watched bool) time.Duration {
+	switch {
+	case res.WaitsFor != planner.WaitManager:
+		return SettledMaxAge
+	case watched:
+		return ManagerWatchedMaxAge
 	}
-	return SettledMaxAge
+	return ManagerMaxAge
+}
+
+// ManagerWake says whether a TWD waiting for the manager role, last
+// described at describedAt, is described again after the namespace's runs
+// query (answered: it did): Temporal continues a worker deployment's
+// workflow as new after every change it accepts, the manager's included,
+// so a run started since the describe (run, the latest start; zero: none)
+// may hold the role handed back. Without an answer, it is described at
+// the pace of an unwatched TWD (ManagerMaxAge).
+func ManagerWake(describedAt, run time.Time, answered bool, now time.Time) bool {
+	if !answered {
+		return now.Sub(describedAt) >= ManagerMaxAge
+	}
+	return !run.IsZero() && !run.Before(describedAt.Add(-RunClockSlack))
+}
+
+// RunsSince is where the runs query starts for TWDs described at these
+// times: early enough for each of them (RunClockSlack).
+func RunsSince(describedAt []time.Time) time.Time {
+	var since time.Time
+	for i, t := range describedAt {
+		if i == 0 || t.Before(since) {
+			since = t
+		}
+	}
+	return since.Add(-RunClockSlack)
 }
 
 // KeepRecent: a pass's fresh read may stand for the passes before its own

@@ -77,3 +77,54 @@ func TestSettlesWhileWaitingOnAPerson(t *testing.T) {
 		t.Fatal("a moving rollout counted as settled")
 	}
 }
+
+func TestSettledForWaitsLongerOnlyForAWatchedManager(t *testing.T) {
+	manager, routing := planner.Result{WaitsFor: planner.WaitManager}, planner.Result{WaitsFor: planner.WaitRouting}
+	cases := []struct {
+		name    string
+		res     planner.Result
+		watched bool
+		want    time.Duration
+	}{
+		{"complete", planner.Result{}, false, SettledMaxAge},
+		{"waiting for a routing change", routing, true, SettledMaxAge},
+		{"waiting for the manager, unwatched", manager, false, ManagerMaxAge},
+		{"waiting for the manager, watched: a fallback only", manager, true, ManagerWatchedMaxAge},
+	}
+	for _, tc := range cases {
+		if got := SettledFor(tc.res, tc.watched); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestManagerWake(t *testing.T) {
+	described := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name     string
+		run      time.Time
+		answered bool
+		now      time.Time
+		want     bool
+	}{
+		{"no run since", time.Time{}, true, described.Add(time.Hour), false},
+		{"a run after the describe: the manager may have changed", described.Add(time.Second), true, described.Add(10 * time.Second), true},
+		{"a run just before the describe: the clocks may differ", described.Add(-RunClockSlack + time.Millisecond), true, described.Add(time.Second), true},
+		{"a run well before the describe: the describe saw it", described.Add(-RunClockSlack - time.Millisecond), true, described.Add(time.Second), false},
+		{"no answer, described recently", time.Time{}, false, described.Add(ManagerMaxAge - time.Second), false},
+		{"no answer, at the unwatched pace", time.Time{}, false, described.Add(ManagerMaxAge), true},
+	}
+	for _, tc := range cases {
+		if got := ManagerWake(described, tc.run, tc.answered, tc.now); got != tc.want {
+			t.Errorf("%s: %t, want %t", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestRunsSinceCoversTheOldestDescribe(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	got := RunsSince([]time.Time{t0.Add(time.Minute), t0, t0.Add(time.Second)})
+	if want := t0.Add(-RunClockSlack); !got.Equal(want) {
+		t.Fatalf("since %s, want %s", got, want)
+	}
+}

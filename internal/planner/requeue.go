@@ -107,6 +107,7 @@ const (
 	// WaitRouting: a routing change (a Manual promotion, undoing someone
 	// else's change); the namespace's worker deployment list shows it.
 	WaitRouting PersonWait = "Routing"
-	// WaitManager: the manager role handed back; only a describe shows it.
+	// WaitManager: the manager role handed back; only a describe shows
+	// it, and a new run of the worker deployment's workflow hints at it.
 	WaitManager PersonWait = "Manager"
 )

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -677,4 +678,45 @@ func timePtr(t *timestamppb.Timestamp) *time.Time {
 	}
 	v := t.AsTime()
 	return &v
+}
+
+// Temporal runs each worker deployment as a workflow of the namespace and
+// continues it as new after each change it accepts: routing, versions, and
+// the manager identity, which ListWorkerDeployments does not show (server
+// 1.32 leaves its memo as it was). So the start times of those runs tell,
+// in one visibility query per namespace, which worker deployments changed.
+// These names are Temporal's internals, not its API: a server that no
+// longer matches them makes the query find nothing, which only leaves the
+// callers to their slower recheck.
+const (
+	deploymentWorkflowType     = "temporal-sys-worker-deployment-workflow"
+	deploymentWorkflowIDPrefix = "temporal-sys-worker-deployment:"
+	deploymentDivision         = "TemporalWorkerDeployment"
+)
+
+// DeploymentsChangedSince returns, for each worker deployment whose
+// workflow started a run after since, the latest such start.
+func (a *API) DeploymentsChangedSince(ctx context.Context, since time.Time) (map[string]time.Time, error) {
+	query := fmt.Sprintf("WorkflowType = '%s' AND TemporalNamespaceDivision = '%s' AND StartTime > '%s'",
+		deploymentWorkflowType, deploymentDivision, since.UTC().Format(time.RFC3339Nano))
+	out := map[string]time.Time{}
+	var page []byte
+	for {
+		resp, err := a.c.WorkflowService().ListWorkflowExecutions(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: a.namespace, PageSize: 1000, NextPageToken: page, Query: query,
+		})
+		if err != nil {
+			return nil, wrapErr("DeploymentsChangedSince", "", "", err)
+		}
+		for _, e := range resp.GetExecutions() {
+			name, ok := strings.CutPrefix(e.GetExecution().GetWorkflowId(), deploymentWorkflowIDPrefix)
+			if t := timeOrZero(e.GetStartTime()); ok && t.After(out[name]) {
+				out[name] = t
+			}
+		}
+		page = resp.GetNextPageToken()
+		if len(page) == 0 {
+			return out, nil
+		}
+	}
 }

@@ -2,12 +2,15 @@ package workerdeployment
 
 import (
 	"context"
+	"errors"
+	"maps"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/rainbow-deploy/rainbow/internal/freshness"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
 )
 
@@ -72,5 +75,58 @@ func TestPersonWatchWakesOnlyChangedWorkerDeployments(t *testing.T) {
 	}
 	if len(w.conns) != 0 {
 		t.Fatalf("connections still watched: %v", w.conns)
+	}
+}
+
+func TestPersonWatchWakesManagerWaitersOnANewRun(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	runs := map[string]time.Time{}
+	var failing atomic.Bool
+	var calls atomic.Int32
+	var since time.Time
+	query := func(_ context.Context, s time.Time) (map[string]time.Time, error) {
+		calls.Add(1)
+		since = s
+		if failing.Load() {
+			return nil, errors.New("visibility unavailable")
+		}
+		return maps.Clone(runs), nil
+	}
+	settled := &settledDescribes{}
+	held, other := types.NamespacedName{Namespace: "ns", Name: "held"}, types.NamespacedName{Namespace: "ns", Name: "other"}
+	settled.remember(held, settledEntry{})
+	w := newPersonWatch(&listReads{}, settled)
+	w.waitManager(held, "conn", query, "ns/held", at)
+	w.waitManager(other, "conn", query, "ns/other", at.Add(30*time.Second))
+
+	// Runs from before the describes: the describes saw them.
+	runs["ns/held"], runs["ns/other"] = at.Add(-time.Minute), at.Add(-time.Minute)
+	w.check(context.Background(), at.Add(40*time.Second))
+	if len(w.events) != 0 || calls.Load() != 1 {
+		t.Fatalf("nothing changed, yet %d wake-ups and %d queries", len(w.events), calls.Load())
+	}
+	if want := at.Add(-freshness.RunClockSlack); !since.Equal(want) {
+		t.Fatalf("queried runs since %s, want %s (the oldest describe)", since, want)
+	}
+
+	// A person hands back the role of ns/held: its workflow starts a run.
+	runs["ns/held"] = at.Add(45 * time.Second)
+	w.check(context.Background(), at.Add(50*time.Second))
+	if len(w.events) != 1 || (<-w.events).Object.GetName() != "held" {
+		t.Fatal("the TWD whose worker deployment changed was not woken alone")
+	}
+	if _, ok := settled.lookup(held); ok {
+		t.Fatal("a woken TWD keeps its settled state, so its pass would not describe")
+	}
+
+	// Without an answer, the other is woken at the unwatched pace only.
+	failing.Store(true)
+	w.check(context.Background(), at.Add(30*time.Second+freshness.ManagerMaxAge-time.Second))
+	if len(w.events) != 0 {
+		t.Fatal("woken before the unwatched pace while the query fails")
+	}
+	w.check(context.Background(), at.Add(30*time.Second+freshness.ManagerMaxAge))
+	if len(w.events) != 1 || len(w.conns) != 0 {
+		t.Fatalf("%d wake-ups and %d connections watched once the unwatched pace is due", len(w.events), len(w.conns))
 	}
 }

@@ -361,15 +361,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 }
 
 // watchRouting has the personWatch wake a TWD that waits on a person's
-// routing change when the namespace's list shows one.
+// routing change when the namespace's list shows one, or for the manager
+// role when its worker deployment changed since its describe.
 func (r *Reconciler) watchRouting(o *observation, res planner.Result) {
 	if r.watch == nil {
 		return
 	}
 	key := keyOf(o.twd)
 	e, ok := r.settled.lookup(key)
-	if res.WaitsFor != planner.WaitRouting || !ok || o.api == nil {
+	switch {
+	case !ok || o.api == nil || (res.WaitsFor != planner.WaitRouting && res.WaitsFor != planner.WaitManager):
 		r.watch.forget(key)
+		return
+	case res.WaitsFor == planner.WaitManager:
+		r.watch.waitManager(key, o.connKey, o.api.DeploymentsChangedSince, o.deploymentName, e.DescribedAt)
 		return
 	}
 	t := e.state

@@ -61,7 +61,7 @@ func (r *Reconciler) rememberSettled(ctx context.Context, o *observation, res pl
 		return
 	}
 	e := settledEntry{
-		SettledState: freshness.SettledState{Owner: ownerOf(o), DescribedAt: now, MaxAge: freshness.SettledFor(res)},
+		SettledState: freshness.SettledState{Owner: ownerOf(o), DescribedAt: now, MaxAge: freshness.SettledFor(res, r.watch != nil)},
 		state:        copyState(o.input.Temporal),
 		token:        o.token,
 	}
