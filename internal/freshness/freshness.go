@@ -120,6 +120,10 @@ type SettledState struct {
 	// the describe; without it the list cannot vouch for the state.
 	Summary    temporal.DeploymentSummary
 	HasSummary bool
+	// QuietAt: the namespace's runs query showed, then, no change of the
+	// worker deployment since the describe (ManagerWake); it vouches for
+	// the state as a list would, for as long.
+	QuietAt time.Time
 }
 
 // RecentState is what the rollout store remembers of a TWD's last read.
@@ -160,6 +164,8 @@ func Decide(m Remembered, p Pass, now time.Time) Decision {
 	if settledMatches(m.Settled, p, now) {
 		l := m.SettledList
 		switch {
+		case quiet(m.Settled, now) && !p.GateRunning:
+			return Decision{Settled, "remembered: settled, the namespace's runs query shows no change since"}
 		case l == nil:
 			return Decision{ListForSettled, "the list vouches for a settled state"}
 		case !l.Failed && l.Listed && SameRouting(l.Summary, m.Settled.Summary) && !p.GateRunning:
@@ -192,6 +198,12 @@ func Decide(m Remembered, p Pass, now time.Time) Decision {
 func settledMatches(s *SettledState, p Pass, now time.Time) bool {
 	return s != nil && s.Owner.UID == p.Owner.UID && s.Owner.Generation == p.Owner.Generation &&
 		s.Owner.Deployments == p.Owner.Deployments && now.Sub(s.DescribedAt) <= s.MaxAge && s.HasSummary
+}
+
+// quiet: the runs query vouched for the settled state less than
+// ListMaxAge ago.
+func quiet(s *SettledState, now time.Time) bool {
+	return !s.QuietAt.IsZero() && now.Sub(s.QuietAt) < ListMaxAge && !now.Before(s.QuietAt)
 }
 
 // recentStands: nothing the pass waits on shows in Temporal before the

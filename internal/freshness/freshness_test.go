@@ -39,6 +39,10 @@ func TestDecide(t *testing.T) {
 		{"settled, but a gate runs", Remembered{Settled: settled, SettledList: same}, with(pass, func(p *Pass) { p.GateRunning = true }), Describe, "does not vouch"},
 		{"settled, too old", Remembered{Settled: &SettledState{Owner: owner, DescribedAt: t0.Add(-SettledMaxAge - time.Second), MaxAge: SettledMaxAge, HasSummary: true}}, pass, Describe, "described"},
 		{"settled, waiting for the manager: a minute", Remembered{Settled: &SettledState{Owner: owner, DescribedAt: t0.Add(-2 * time.Minute), MaxAge: ManagerMaxAge, HasSummary: true}}, pass, Describe, "described"},
+		{"settled, the runs query saw no change", Remembered{Settled: quietSince(settled, t0.Add(-ListMaxAge+time.Second))}, pass, Settled, "runs query"},
+		{"settled, the runs query's word too old", Remembered{Settled: quietSince(settled, t0.Add(-ListMaxAge))}, pass, ListForSettled, "list"},
+		{"settled, the runs query saw no change, but a gate runs", Remembered{Settled: quietSince(settled, t0), SettledList: same},
+			with(pass, func(p *Pass) { p.GateRunning = true }), Describe, "does not vouch"},
 		{"settled, the list never showed it", Remembered{Settled: &SettledState{Owner: owner, DescribedAt: t0, MaxAge: SettledMaxAge}}, pass, Describe, "described"},
 		{"settled, a Deployment changed", Remembered{Settled: settled}, with(pass, func(p *Pass) { p.Owner.Deployments = "b=2" }), Describe, "described"},
 		{"settled, a new generation", Remembered{Settled: settled}, with(pass, func(p *Pass) { p.Owner.Generation = 3 }), Describe, "described"},
@@ -137,4 +141,10 @@ func TestWake(t *testing.T) {
 			t.Errorf("%s: Wake = %v, %v; want %v, %v", tc.name, wake, adopt, tc.wake, tc.adopt)
 		}
 	}
+}
+
+func quietSince(s *SettledState, at time.Time) *SettledState {
+	c := *s
+	c.QuietAt = at
+	return &c
 }

@@ -205,8 +205,19 @@ func (w *personWatch) changed(connKey string, summaries map[string]temporal.Depl
 // handedBack removes and returns the waiters of connKey for the manager
 // role that freshness.ManagerWake wakes, given the runs query's answer.
 func (w *personWatch) handedBack(connKey string, runs map[string]time.Time, answered bool, now time.Time) []types.NamespacedName {
-	return w.wake(connKey, func(_ types.NamespacedName, wt *waiter) bool {
-		return wt.manager && freshness.ManagerWake(wt.describedAt, runs[wt.deployment], answered, now)
+	return w.wake(connKey, func(key types.NamespacedName, wt *waiter) bool {
+		if !wt.manager {
+			return false
+		}
+		if freshness.ManagerWake(wt.describedAt, runs[wt.deployment], answered, now) {
+			return true
+		}
+		if answered {
+			// Nothing changed since the describe: no list needed to
+			// reuse it until the next query.
+			w.settled.quiet(key, wt.describedAt, now)
+		}
+		return false
 	})
 }
 

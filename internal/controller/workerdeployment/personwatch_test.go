@@ -95,6 +95,7 @@ func TestPersonWatchWakesManagerWaitersOnANewRun(t *testing.T) {
 	settled := &settledDescribes{}
 	held, other := types.NamespacedName{Namespace: "ns", Name: "held"}, types.NamespacedName{Namespace: "ns", Name: "other"}
 	settled.remember(held, settledEntry{})
+	settled.remember(other, settledEntry{SettledState: freshness.SettledState{DescribedAt: at.Add(30 * time.Second)}})
 	w := newPersonWatch(&listReads{}, settled)
 	w.waitManager(held, "conn", query, "ns/held", at)
 	w.waitManager(other, "conn", query, "ns/other", at.Add(30*time.Second))
@@ -107,6 +108,9 @@ func TestPersonWatchWakesManagerWaitersOnANewRun(t *testing.T) {
 	}
 	if want := at.Add(-freshness.RunClockSlack); !since.Equal(want) {
 		t.Fatalf("queried runs since %s, want %s (the oldest describe)", since, want)
+	}
+	if e, _ := settled.lookup(other); !e.QuietAt.Equal(at.Add(40 * time.Second)) {
+		t.Fatalf("quiet at %s: the query's word that nothing changed is not kept for the next pass", e.QuietAt)
 	}
 
 	// A person hands back the role of ns/held: its workflow starts a run.

@@ -51,6 +51,18 @@ func (c *settledDescribes) adoptSummary(key types.NamespacedName, s temporal.Dep
 	})
 }
 
+// quiet records that the runs query, at, showed no change of the TWD's
+// worker deployment since its describe at describedAt (the entry's, not a
+// later one's).
+func (c *settledDescribes) quiet(key types.NamespacedName, describedAt, at time.Time) {
+	c.update(key, func(e settledEntry) settledEntry {
+		if e.DescribedAt.Equal(describedAt) {
+			e.QuietAt = at
+		}
+		return e
+	})
+}
+
 // rememberSettled stores a freshly described state if the plan settles
 // (freshness.Settles); otherwise it forgets the TWD, so the next reconcile
 // describes it again.
