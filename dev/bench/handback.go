@@ -21,10 +21,18 @@ type HandBack struct {
 	TWDs int `json:"twds"`
 	// Window: the controller's work while they all wait.
 	Window Window `json:"window"`
-	// SeenSeconds: from a person clearing the manager identity of one of
-	// them to its status showing the rollout complete.
-	SeenSeconds float64 `json:"seenSeconds"`
+	// SeenSeconds: for each of them, from a person clearing its manager
+	// identity to the controller making the new version current
+	// (Temporal's current_version_changed_time); StatusSeconds, to its
+	// status showing the rollout complete, which also waits for Temporal
+	// to apply the change to the task queues (Ready means routed).
+	SeenSeconds   []float64 `json:"seenSeconds"`
+	StatusSeconds []float64 `json:"statusSeconds"`
 }
+
+// handBackSpacing staggers the hand-backs of several TWDs, so that they
+// fall at different points of the controller's 10 s watch interval.
+const handBackSpacing = 3700 * time.Millisecond
 
 // handBack rolls out k AllAtOnce TWDs in ns, has a person take the manager
 // role of each, changes their images, measures the controller over d while
@@ -86,26 +94,30 @@ func handBack(ctx context.Context, e *benchEnv, o *observer, ns string, k int, d
 	}
 	h.Window = window(fmt.Sprintf("%d TWDs waiting for the manager role", k), a, b, k)
 
-	handed := time.Now()
-	if err := setManager(ctx, e, temporalName(keys[0]), ""); err != nil {
-		return h, err
-	}
-	var seen time.Time
-	if err := waitFor(ctx, 3*time.Minute, "the handed-back role to show in status", func() bool {
-		t, ok := o.readyAt(keys[0], changes[0].generation)
-		seen = t
-		return ok
-	}, func() string { return o.lastStatus(keys[0]) }); err != nil {
-		return h, err
-	}
-	h.SeenSeconds = seen.Sub(handed).Seconds()
-	for _, key := range keys[1:] {
+	handed := make([]time.Time, k)
+	for i, key := range keys {
+		if i > 0 {
+			time.Sleep(handBackSpacing)
+		}
+		handed[i] = time.Now()
 		if err := setManager(ctx, e, temporalName(key), ""); err != nil {
 			return h, err
 		}
 	}
-	_, err = waitAllReady(ctx, o, keys, changes, generous(k))
-	return h, err
+	if _, err := waitAllReady(ctx, o, keys, changes, generous(k)); err != nil {
+		return h, err
+	}
+	for i, key := range keys {
+		resp, err := describe(ctx, e, temporalName(key))
+		if err != nil {
+			return h, err
+		}
+		current := resp.GetWorkerDeploymentInfo().GetRoutingConfig().GetCurrentVersionChangedTime().AsTime()
+		ready, _ := o.readyAt(key, changes[i].generation)
+		h.SeenSeconds = append(h.SeenSeconds, current.Sub(handed[i]).Seconds())
+		h.StatusSeconds = append(h.StatusSeconds, ready.Sub(handed[i]).Seconds())
+	}
+	return h, nil
 }
 
 // setManager sets (or with "" clears) a worker deployment's manager
@@ -136,6 +148,7 @@ func setManager(ctx context.Context, e *benchEnv, deployment, identity string) e
 func handBackRows(hs []HandBack) []row {
 	var rows []row
 	for _, h := range hs {
+		seen, status := stats(h.SeenSeconds), stats(h.StatusSeconds)
 		target, ok := waitingTarget(h.Window)
 		rows = append(rows,
 			row{Figure: fmt.Sprintf("Temporal reads per TWD waiting for the manager role per minute (%d waiting)", h.TWDs),
@@ -144,10 +157,12 @@ func handBackRows(hs []HandBack) []row {
 				How: fmt.Sprintf("the controller's rainbow_temporal_rpcs_total over %s while %d AllAtOnce TWDs of one namespace wait for a person "+
 					"to hand the manager role back (ManagedByOtherIdentity), 15 s after the last of them first reported it, divided by TWDs and minutes.",
 					secs(h.Window.Seconds), h.TWDs)},
-			row{Figure: fmt.Sprintf("A handed-back manager role seen (%d waiting)", h.TWDs),
-				Value: secs(h.SeenSeconds), Target: "< 10 s plus the visibility lag", Verdict: verdict(h.SeenSeconds < 12),
-				How: "from the benchmark's SetWorkerDeploymentManager clearing the manager identity (as a person with the temporal CLI) of one of them " +
-					"to its watch seeing Ready=True with the new version current. One sample."},
+			row{Figure: fmt.Sprintf("A handed-back manager role acted on, median / max (%d waiting)", h.TWDs),
+				Value:  fmt.Sprintf("%s / %s (n=%d); status shows it %s / %s", secs(seen.Median), secs(seen.Max), seen.N, secs(status.Median), secs(status.Max)),
+				Target: "< 10 s plus the visibility lag", Verdict: verdict(seen.N > 0 && seen.Max < 12),
+				How: fmt.Sprintf("for each TWD, from the benchmark's SetWorkerDeploymentManager clearing its manager identity (as a person with the "+
+					"temporal CLI) to Temporal's current_version_changed_time of the new version (the controller's write); the hand-backs %s apart. "+
+					"Status: to the watch seeing Ready=True, which also waits for Temporal to apply the change to every task queue partition.", handBackSpacing)},
 		)
 	}
 	return rows
