@@ -77,22 +77,10 @@ func handBack(ctx context.Context, e *benchEnv, o *observer, ns string, k int, d
 	}, func() string { return o.lastStatus(keys[len(keys)-1]) }); err != nil {
 		return h, err
 	}
-	// Let the describes of the image change settle before measuring.
-	time.Sleep(15 * time.Second)
-	a, err := e.snapshot()
-	if err != nil {
+	var err error
+	if h.Window, err = waitingWindow(ctx, e, d, fmt.Sprintf("%d TWDs waiting for the manager role", k), k); err != nil {
 		return h, err
 	}
-	select {
-	case <-ctx.Done():
-		return h, ctx.Err()
-	case <-time.After(d):
-	}
-	b, err := e.snapshot()
-	if err != nil {
-		return h, err
-	}
-	h.Window = window(fmt.Sprintf("%d TWDs waiting for the manager role", k), a, b, k)
 
 	handed := make([]time.Time, k)
 	for i, key := range keys {

@@ -51,22 +51,10 @@ func waiting(ctx context.Context, e *benchEnv, o *observer, ns string, k int, d 
 	}, nil); err != nil {
 		return w, err
 	}
-	// Let the last describes of the rollouts settle before measuring.
-	time.Sleep(15 * time.Second)
-	a, err := e.snapshot()
-	if err != nil {
+	var err error
+	if w.Window, err = waitingWindow(ctx, e, d, fmt.Sprintf("%d Manual TWDs waiting for a promotion", k), k); err != nil {
 		return w, err
 	}
-	select {
-	case <-ctx.Done():
-		return w, ctx.Err()
-	case <-time.After(d):
-	}
-	b, err := e.snapshot()
-	if err != nil {
-		return w, err
-	}
-	w.Window = window(fmt.Sprintf("%d Manual TWDs waiting for a promotion", k), a, b, k)
 
 	key := keys[0]
 	deployment := (&v1alpha1.TemporalWorkerDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: key.Name}}).WorkerDeploymentName()
@@ -97,4 +85,24 @@ func waitingForPromotion(o *observer, key types.NamespacedName) bool {
 	}
 	c := meta.FindStatusCondition(s.last.Status.Conditions, v1alpha1.ConditionReady)
 	return c != nil && c.Reason == v1alpha1.ReasonWaitingForPromotion
+}
+
+// waitingWindow measures the controller over d while twds TWDs wait, once
+// the last describes of what made them wait had 15 s to settle.
+func waitingWindow(ctx context.Context, e *benchEnv, d time.Duration, name string, twds int) (Window, error) {
+	time.Sleep(15 * time.Second)
+	a, err := e.snapshot()
+	if err != nil {
+		return Window{}, err
+	}
+	select {
+	case <-ctx.Done():
+		return Window{}, ctx.Err()
+	case <-time.After(d):
+	}
+	b, err := e.snapshot()
+	if err != nil {
+		return Window{}, err
+	}
+	return window(name, a, b, twds), nil
 }
