@@ -21,6 +21,22 @@
 //     failing under TemporalOutageBound, or throttled, only wait (in target.go).
 //   - Traffic goes only to a version whose Deployment is available and whose
 //     workers poll every task queue (WaitingForPollers) (in target.go).
+//     What the routing pass reads first, and why: Temporal refuses a write
+//     to a version it does not know, or to one that has not registered a
+//     task queue of the current version holding a backlog or recent tasks;
+//     it checks no pollers (a version made by CreateWorkerDeploymentVersion
+//     has none, one registered long ago may have lost them) and skips idle
+//     queues. So observe describes the target (its registered queues,
+//     against all of the current version's, remembered from that
+//     version's own describe when it was made current, so no describe of
+//     it precedes the write), then reads its pollers over every type
+//     (DescribeTaskQueue; Temporal caches the answer 5 s, an empty one
+//     too, so it is asked only once the version is registered). The
+//     describe is kept: Temporal answers it late while the registration
+//     settles (about 1.3 s after the first poll here), and writes made
+//     before that were seen to leave Temporal reporting the change
+//     IN_PROGRESS for good, holding status and retirement of each later
+//     change for TemporalOutageBound (docs/performance.md, issue 30).
 //   - A target that never had traffic and whose workers still do not poll
 //     past spec.rollout.progressDeadline is blocked (ProgressDeadlineExceeded),
 //     and with progressDeadlineAbort scaled to zero; nothing routed is

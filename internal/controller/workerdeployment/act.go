@@ -257,6 +257,11 @@ func (r *Reconciler) actTemporal(ctx context.Context, o *observation, res planne
 		switch {
 		case err == nil:
 			out.routed = res.Routing
+			if d, ok := o.details[res.Routing.BuildID]; ok && res.Routing.Op == planner.SetCurrent {
+				// The task queues it registered, described before this
+				// write: the next rollout's check needs no describe of it.
+				r.currentQueues.remember(keyOf(o.twd), queueEntry{detail: d, at: o.input.Now})
+			}
 		case errors.Is(err, temporal.ErrMissingTaskQueues):
 			// The current version registered a task queue since it was
 			// described: describe it again.
