@@ -20,6 +20,7 @@ import (
 // workflow ID, so which ones is chance), as production versions do, so a
 // bound that reacted to noise would show here.
 func TestAnalysisHasNoFalsePositives(t *testing.T) {
+	t.Parallel()
 	const twds, rollouts = 2, 3
 	for i := range twds {
 		t.Run(fmt.Sprintf("twd-%d", i), func(t *testing.T) {

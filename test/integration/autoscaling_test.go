@@ -104,6 +104,7 @@ func hpaState(h *autoscalingv2.HorizontalPodAutoscaler) string {
 // examples/autoscaling/hpa-cpu.yaml, run by the real HPA controller,
 // scales the version up while its worker burns CPU and back down after.
 func TestCPUAutoscaling(t *testing.T) {
+	t.Parallel()
 	r, build := autoscaledExample(t)
 	r.attach("autoscaling/hpa-cpu.yaml")
 	r.Eventually(time.Minute, "kubectl top shows the version's pod", func() (bool, string) {
@@ -125,6 +126,7 @@ func TestCPUAutoscaling(t *testing.T) {
 // workflows queue up behind its two activity slots, then back down once
 // the backlog is gone. The metric and the Prometheus gauge are read too.
 func TestBacklogAutoscaling(t *testing.T) {
+	t.Parallel()
 	tt := env.NewTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()

@@ -28,6 +28,7 @@ import (
 // workflow runs on to the end on A's version. Once A is deleted, B takes
 // the name over.
 func TestSecondTWDCannotClaimWorkerDeployment(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	a := newRollout(env.NewTest(t), "claim-a")
 	v1 := a.Create(a.Spec("v1"))
@@ -136,6 +137,8 @@ func skipClaimWebhook(t *testing.T, twd *v1alpha1.TemporalWorkerDeployment) {
 	twd.Labels[label] = "true"
 	patch := func(sel *metav1.LabelSelector) {
 		t.Helper()
+		webhookConfigMu.Lock()
+		defer webhookConfigMu.Unlock()
 		ctx := context.Background()
 		var vwc admissionregistrationv1.ValidatingWebhookConfiguration
 		if err := env.Kube.Get(ctx, types.NamespacedName{Name: webhookName}, &vwc); err != nil {

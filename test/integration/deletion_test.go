@@ -26,6 +26,7 @@ import (
 // foreground deletion, which would have the garbage collector delete the
 // workers first, is refused by the shipped admission policy.
 func TestDeletionWaitsForPinnedWorkflows(t *testing.T) {
+	t.Parallel()
 	r, v1, pinned := pinnedDeletionRollout(t, "deletion-drain")
 	err := r.Env.Kube.Delete(context.Background(), r.Get(), crclient.PropagationPolicy(metav1.DeletePropagationForeground))
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "background propagation") {
@@ -62,7 +63,7 @@ func TestDeletionWaitsForPinnedWorkflows(t *testing.T) {
 	r.Update(func(twd *v1alpha1.TemporalWorkerDeployment) {
 		twd.Spec.Deletion.MaxDrainWait = &metav1.Duration{Duration: time.Second}
 	})
-	r.waitGone(3 * time.Minute)
+	r.waitGone(drainBound)
 	if d := r.deployment(v1); d != nil {
 		t.Fatalf("Deployment %s outlived its TWD", d.Name)
 	}
@@ -99,6 +100,7 @@ func errString(err error) string {
 // kubectl delete still work, and the deletion still waits for the pinned
 // workflow's version to drain.
 func TestDeletionPolicyRefusesGCFinalizers(t *testing.T) {
+	t.Parallel()
 	r, v1, pinned := pinnedDeletionRollout(t, "deletion-gc-finalizers")
 	defer func() { _ = r.Env.Temporal.TerminateWorkflow(context.Background(), pinned.GetID(), "", "test over") }()
 	ctx := context.Background()
@@ -148,5 +150,5 @@ func TestDeletionPolicyRefusesGCFinalizers(t *testing.T) {
 	r.Update(func(twd *v1alpha1.TemporalWorkerDeployment) {
 		twd.Spec.Deletion.MaxDrainWait = &metav1.Duration{Duration: time.Second}
 	})
-	r.waitGone(3 * time.Minute)
+	r.waitGone(drainBound)
 }

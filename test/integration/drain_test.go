@@ -90,6 +90,7 @@ type stopAction struct {
 // than a pass's worth at a time; v1 then drains and is retired. Under
 // DryRun the workflow is only counted.
 func TestDrainDeadline(t *testing.T) {
+	t.Parallel()
 	cancelled := func(d *v1alpha1.VersionDrain) int32 { return d.CancelRequested }
 	terminated := func(d *v1alpha1.VersionDrain) int32 { return d.Terminated }
 	for _, a := range []stopAction{
@@ -273,6 +274,7 @@ func (r *rollout) checkStopEvents(a stopAction, n int) {
 // new, its next run runs on v2 and completes there, and v1 drains without
 // waiting for the workflow.
 func TestContinueAsNewSignal(t *testing.T) {
+	t.Parallel()
 	r, v1 := exampleRollout(t, "drain/continue-as-new.yaml", func(twd *v1alpha1.TemporalWorkerDeployment) {
 		if s := twd.Spec.Sunset.ContinueAsNewSignal; s == nil || s.Name != demoworker.ContinueAsNewSignal {
 			t.Fatalf("the example's signal %+v is not the demo worker's %q", s, demoworker.ContinueAsNewSignal)

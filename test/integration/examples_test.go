@@ -23,6 +23,7 @@ import (
 // set-current-version completes it. Only the namespaces, the Temporal address
 // and the task queue are changed, so that tests do not share them.
 func TestExamplesRollOut(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob(filepath.Join(env.Root, "examples", "rollouts", "*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no examples in examples/rollouts: %v", err)

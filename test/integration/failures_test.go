@@ -27,6 +27,7 @@ import (
 // not exist creates nothing and says so; a connection whose Secret is
 // missing is AuthSecretInvalid; fixing the connection lets the rollout go.
 func TestMissingConnectionThenBadSecret(t *testing.T) {
+	t.Parallel()
 	tt := env.NewTest(t)
 	r := &rollout{&harness.Rollout{T: tt, Name: "noconn", TaskQueue: tt.TaskQueue("noconn")}}
 	r.Create(r.Spec("v1"))
@@ -76,6 +77,7 @@ func TestMissingConnectionThenBadSecret(t *testing.T) {
 // retire at once, reports why, and finishes the rollout when Temporal
 // returns.
 func TestTemporalOutageScalesNothingDown(t *testing.T) {
+	t.Parallel()
 	tt := env.NewTest(t)
 	proxy := startProxy(t, tt.Env.Info.TemporalAddress)
 	r := &rollout{&harness.Rollout{T: tt, Name: "outage", TaskQueue: tt.TaskQueue("outage")}}
@@ -96,7 +98,7 @@ func TestTemporalOutageScalesNothingDown(t *testing.T) {
 	r.WaitCurrent(2*time.Minute, v2)
 	// v1 has no open workflow: once Temporal reports it drained, it is due
 	// for scale-down scaledownDelay later, which falls into the outage.
-	drained := r.waitFor(time.Minute, v1+" Drained", func(t *v1alpha1.TemporalWorkerDeployment) bool {
+	drained := r.waitFor(drainBound, v1+" Drained", func(t *v1alpha1.TemporalWorkerDeployment) bool {
 		for _, v := range t.Status.DeprecatedVersions {
 			if v.BuildID == v1 && v.Status == v1alpha1.VersionDrained && v.DrainedSince != nil {
 				return true
@@ -144,7 +146,7 @@ func TestTemporalOutageScalesNothingDown(t *testing.T) {
 	}
 	r.holdsWorkers(10*time.Second, v3)
 	proxy.start()
-	r.waitGone(3 * time.Minute)
+	r.waitGone(drainBound)
 }
 
 // waitOutageReason waits for Progressing to report that Temporal cannot be
@@ -166,7 +168,7 @@ func (r *rollout) deleteAndWait() {
 	if err := r.Env.Kube.Delete(context.Background(), r.Get()); err != nil {
 		r.Fatal(err)
 	}
-	r.waitGone(3 * time.Minute)
+	r.waitGone(drainBound)
 }
 
 // waitGone waits until the TWD's finalizer let it go.
@@ -189,6 +191,7 @@ func (r *rollout) waitGone(timeout time.Duration) {
 // off, removes the Deployments, then the versions and the worker
 // deployment from Temporal, and only then lets the object go.
 func TestDeletingTheTWDRemovesItFromTemporal(t *testing.T) {
+	t.Parallel()
 	r := newRollout(env.NewTest(t), "deletion")
 	v1 := r.Create(r.Spec("v1"))
 	r.WaitCurrent(2*time.Minute, v1)
@@ -277,6 +280,7 @@ func (p *proxy) stop() {
 // reaches the running version's pods by a rolling update, without a new
 // build ID, and the version stays current.
 func TestConnectionChangeRollsRunningVersions(t *testing.T) {
+	t.Parallel()
 	r := newRollout(env.NewTest(t), "reconnect")
 	v1 := r.Create(r.Spec("v1"))
 	r.WaitCurrent(2*time.Minute, v1)
@@ -319,6 +323,7 @@ func TestConnectionChangeRollsRunningVersions(t *testing.T) {
 // the rollout says why and how to go on, and a new version starts on the
 // connection's server while the old one is left running.
 func TestConnectionToAnotherServerMovesNoWorkers(t *testing.T) {
+	t.Parallel()
 	r := newRollout(env.NewTest(t), "otherserver")
 	v1 := r.Create(r.Spec("v1"))
 	r.WaitCurrent(2*time.Minute, v1)

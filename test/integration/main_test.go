@@ -5,12 +5,14 @@ package integration
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,7 +33,22 @@ var env *harness.Env
 // The in-process controller's endpoints.
 var probeAddr, metricsAddr string
 
-func TestMain(m *testing.M) { harness.Main(m, &env, startManager) }
+// parallel is how many of this package's tests run at once unless
+// -parallel says otherwise: they mostly wait (on rollouts, Temporal's
+// drainage, sunset delays), not on the CPU, and each has its own namespace,
+// TWD and task queue. A test that must not overlap others stays sequential:
+// Go runs the sequential ones first, then the parallel ones.
+const parallel = 12
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", strconv.Itoa(parallel))
+	}
+	harness.Main(m, &env, startManager)
+}
 
 // managerUser is the service account config/rbac binds: the controller
 // runs with exactly the permissions the manifests grant, so a missing
@@ -46,6 +63,11 @@ const testAllowedHosts = "127.0.0.1,localhost,[::1],temporal,temporal.example.co
 // Secret of its certificate: config/rbac's name, the only webhook
 // configuration the controller may write.
 const webhookName = "rainbow-validating-webhook"
+
+// webhookConfigMu serializes the tests' patches of that configuration
+// (each narrows one webhook's selectors): they run in parallel, and a
+// merge patch replaces the whole list of webhooks it read.
+var webhookConfigMu sync.Mutex
 
 // startManager applies config/rbac and runs the controller in this process
 // as managerUser, logging to manager.log in the environment's directory.

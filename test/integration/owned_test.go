@@ -40,6 +40,7 @@ import (
 // sunset; deleting an owned resource deletes its copies; deleting the TWD
 // removes everything.
 func TestOwnedResourcesFollowVersions(t *testing.T) {
+	t.Parallel()
 	r := newRollout(env.NewTest(t), "owned")
 	twd := r.Spec("v1")
 	twd.Spec.Replicas = nil
@@ -153,7 +154,7 @@ func TestOwnedResourcesFollowVersions(t *testing.T) {
 	if err := r.Env.Kube.Delete(context.Background(), r.Get()); err != nil {
 		t.Fatal(err)
 	}
-	r.Eventually(3*time.Minute, "the TWD, its Deployments, owned resources and copies are gone", func() (bool, string) {
+	r.Eventually(drainBound, "the TWD, its Deployments, owned resources and copies are gone", func() (bool, string) {
 		var twors v1alpha1.TemporalWorkerOwnedResourceList
 		var hpas autoscalingv2.HorizontalPodAutoscalerList
 		var pdbs policyv1.PodDisruptionBudgetList
@@ -181,6 +182,7 @@ func TestOwnedResourcesFollowVersions(t *testing.T) {
 // write {}; with {} the object is admitted. examples/autoscaling/
 // hpa-backlog.yaml, applied client-side, gets its copy too.
 func TestOwnedExamplesEveryWayOfApplying(t *testing.T) {
+	t.Parallel()
 	for _, way := range []struct {
 		name string
 		how  [][]string // one kubectl command after the other
