@@ -48,7 +48,7 @@ func ownedResource(ns, name, object string) *v1alpha1.TemporalWorkerOwnedResourc
 // TestAdmissionWebhookAdmitsGoodObjects: the good HPAs and PDB pass the
 // webhook. The bad ones are rows of TestAdmissionTable.
 func TestAdmissionWebhookAdmitsGoodObjects(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	tt := env.NewTest(t)
 	ctx := context.Background()
 	for name, object := range map[string]string{"hpa": admissionHPA, "pdb": admissionPDB, "metric-hpa": admissionMetricHPA} {
@@ -60,7 +60,7 @@ func TestAdmissionWebhookAdmitsGoodObjects(t *testing.T) {
 
 // TestAdmissionWebhookWorkerRefIsImmutable: a changed workerRef is refused.
 func TestAdmissionWebhookWorkerRefIsImmutable(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	tt := env.NewTest(t)
 	ctx := context.Background()
 	twor := ownedResource(tt.Namespace, "hpa", admissionHPA)
@@ -82,7 +82,7 @@ func TestAdmissionWebhookWorkerRefIsImmutable(t *testing.T) {
 // HPA, until granted HPAs; a user who may delete TemporalWorkerOwnedResources
 // but not HPAs cannot delete one holding an HPA.
 func TestAdmissionWebhookChecksTheUser(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	tt := env.NewTest(t)
 	ctx := context.Background()
 	user := "alice-" + tt.Suffix
@@ -127,7 +127,7 @@ func TestAdmissionWebhookChecksTheUser(t *testing.T) {
 // for them), and admitted once allowed; a gate reading a Secret its
 // author may not get is refused too.
 func TestTWDAuthorMustBeAllowedToRunWorkers(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	tt := env.NewTest(t)
 	ctx := context.Background()
 	user := "bob-" + tt.Suffix
@@ -162,7 +162,7 @@ func TestTWDAuthorMustBeAllowedToRunWorkers(t *testing.T) {
 // account may not create (config/rbac grants no ConfigMap writes) is
 // refused even to an administrator, naming the service account.
 func TestAdmissionWebhookChecksTheController(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	tt := env.NewTest(t)
 	err := env.Kube.Create(context.Background(), ownedResource(tt.Namespace, "cm", `{"apiVersion":"v1","kind":"ConfigMap","data":{"a":"b"}}`))
 	want := fmt.Sprintf(`the controller %q may not create configmaps in namespace %q`, managerUser, tt.Namespace)
@@ -229,7 +229,7 @@ func retryOnConflict(ctx context.Context, twor *v1alpha1.TemporalWorkerOwnedReso
 // subresource, for this test's namespace only) gets those requests
 // refused, not admitted unchecked.
 func TestAdmissionWebhookRefusesWhatItDoesNotCheck(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	tt := env.NewTest(t)
 	ctx := context.Background()
 	twor := ownedResource(tt.Namespace, "hpa", admissionHPA)

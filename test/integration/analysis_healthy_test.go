@@ -24,7 +24,7 @@ func TestAnalysisHasNoFalsePositives(t *testing.T) {
 	const twds, rollouts = 2, 3
 	for i := range twds {
 		t.Run(fmt.Sprintf("twd-%d", i), func(t *testing.T) {
-			t.Parallel()
+			parallel(t)
 			healthyRollouts(t, rollouts)
 		})
 	}

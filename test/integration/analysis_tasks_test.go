@@ -25,7 +25,7 @@ import (
 // row: one failure and the timeouts of its retries); healthy versions
 // through the same check are in TestAnalysisHasNoFalsePositives.
 func TestRolloutAnalysisWorkflowTasks(t *testing.T) {
-	t.Parallel() // a minute of waiting for Temporal's mark, on objects of its own
+	parallel(t) // a minute of waiting for Temporal's mark, on objects of its own
 	r := newRollout(env.NewTest(t), "analysis-wft")
 	twd := r.Spec("v1")
 	twd.Spec.Rollout = v1alpha1.RolloutSpec{

@@ -27,7 +27,7 @@ import (
 // minSamples holds its first step; under dryRun a bad version is only
 // reported, and becomes current.
 func TestRolloutAnalysis(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	r := newRollout(env.NewTest(t), "analysis")
 	twd := r.Spec("v1")
 	twd.Spec.Rollout = v1alpha1.RolloutSpec{

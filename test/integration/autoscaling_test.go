@@ -104,7 +104,7 @@ func hpaState(h *autoscalingv2.HorizontalPodAutoscaler) string {
 // examples/autoscaling/hpa-cpu.yaml, run by the real HPA controller,
 // scales the version up while its worker burns CPU and back down after.
 func TestCPUAutoscaling(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	r, build := autoscaledExample(t)
 	r.attach("autoscaling/hpa-cpu.yaml")
 	r.Eventually(time.Minute, "kubectl top shows the version's pod", func() (bool, string) {
@@ -126,7 +126,7 @@ func TestCPUAutoscaling(t *testing.T) {
 // workflows queue up behind its two activity slots, then back down once
 // the backlog is gone. The metric and the Prometheus gauge are read too.
 func TestBacklogAutoscaling(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	tt := env.NewTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
@@ -167,7 +167,7 @@ func TestBacklogAutoscaling(t *testing.T) {
 // rainbow_workers_revived_total and status.revival, which kubectl describe
 // shows), and the workflow finishes on it.
 func TestZeroedVersionWithPinnedWorkGetsWorkersBack(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	r := newRollout(env.NewTest(t), "revive")
 	twd := r.Spec("v1")
 	twd.Spec.Replicas = nil
@@ -263,7 +263,7 @@ func revivalOf(twd *v1alpha1.TemporalWorkerDeployment, build string) *v1alpha1.V
 // version's Deployment, its trigger filled in with the version's Temporal
 // worker deployment, build ID and namespace.
 func TestKEDAExampleApplies(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	crd := `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"scaledobjects.keda.sh"},
 	"spec":{"group":"keda.sh","scope":"Namespaced","names":{"plural":"scaledobjects","singular":"scaledobject","kind":"ScaledObject","listKind":"ScaledObjectList"},
 	"versions":[{"name":"v1alpha1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}`

@@ -260,7 +260,7 @@ func (r *rollout) record(name string, v cdView) {
 // argocd-cm patch is applied with kubectl as docs/cd-tools.md says, and the
 // health check read back from it judges the object the same way.
 func TestCDToolsFollowARollout(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	r := newRollout(env.NewTest(t), "cd")
 
 	// A TWD whose connection does not exist is blocked from the start.

@@ -99,7 +99,7 @@ func (w *cdWatch) result() (int, []string) {
 // spec met a throttled read, so `helm upgrade --wait` failed a rollout that
 // completed 35 s later.
 func TestHealthyRolloutsNeverLookFailed(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	tt := env.NewTest(t)
 	proxy, err := faultproxy.NewTemporal(tt.Env.Info.TemporalAddress)
 	if err != nil {

@@ -28,7 +28,7 @@ import (
 // workflow runs on to the end on A's version. Once A is deleted, B takes
 // the name over.
 func TestSecondTWDCannotClaimWorkerDeployment(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ctx := context.Background()
 	a := newRollout(env.NewTest(t), "claim-a")
 	v1 := a.Create(a.Spec("v1"))

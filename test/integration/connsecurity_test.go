@@ -34,7 +34,7 @@ import (
 // TemporalConnections but not read a Secret cannot create a connection
 // naming it, nor point one at it later; once allowed to read it, they can.
 func TestConnectionAuthorMustReadItsSecrets(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	tt := env.NewTest(t)
 	ctx := context.Background()
 	key := &corev1.Secret{
@@ -165,7 +165,7 @@ func storeWithoutWebhook(tt *harness.T, conn *v1.TemporalConnection) {
 // the connection controller's probe, not the TemporalWorkerDeployment
 // controller's client, and no worker is made to.
 func TestConnectionAddressNotAllowed(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	tt := env.NewTest(t)
 	ctx := context.Background()
 	// A server of the attacker's choosing, on this machine: any connection

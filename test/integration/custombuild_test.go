@@ -29,7 +29,7 @@ import (
 // the version still current, a pinned workflow unharmed); a new custom
 // build ID is a new version with a normal rollout.
 func TestCustomBuildIDRollsInPlace(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	r := newRollout(env.NewTest(t), "custom")
 	twd := r.Spec("v1")
 	twd.Spec.WorkerOptions.CustomBuildID = "wf-1"
@@ -154,7 +154,7 @@ func (r *rollout) replicaSets(build string) []string {
 // records no template hash (made before hashes were recorded) gets the
 // hash back without a new ReplicaSet or a restarted pod.
 func TestDeploymentWithoutTemplateHashIsNotRestarted(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	r := newRollout(env.NewTest(t), "legacy")
 	r.Create(r.Spec("v1"))
 	r.hashRecordedWithoutRestart(r.BuildID(), nil, map[string]any{workload.AnnotationTemplateHash: nil})
@@ -167,7 +167,7 @@ func TestDeploymentWithoutTemplateHashIsNotRestarted(t *testing.T) {
 // ReplicaSet or a restarted pod, even under a custom build ID, which
 // proves nothing of its template.
 func TestMigratedDeploymentIsNotRestarted(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	r := newRollout(env.NewTest(t), "migrated")
 	twd := r.Spec("v1")
 	twd.Spec.WorkerOptions.CustomBuildID = "migrated-1"
@@ -254,7 +254,7 @@ func (r *rollout) deploymentsOfTWD() []string {
 // (kubectl apply, client-side) and changes an env var, which the example
 // says is an in-place update.
 func TestCustomBuildIDExample(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	tt := env.NewTest(t)
 	twd := &v1alpha1.TemporalWorkerDeployment{}
 	env.ReadExample(t, "custom-build-id/worker.yaml", twd)

@@ -34,7 +34,7 @@ import (
 // only view, run with that user's own token, shows the API server's
 // refusal of a pause.
 func TestDashboard(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	chromium := ""
 	for _, name := range []string{"chromium-headless-shell", "chromium"} {
 		if p, err := exec.LookPath(name); err == nil {

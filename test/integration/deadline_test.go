@@ -27,7 +27,7 @@ import (
 // traffic and workers, and the aborted version is scaled to zero. A good
 // spec then rolls out and the conditions return to Ready.
 func TestProgressDeadlineFailsStuckRollouts(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	r, example := createExample(t, "rollouts/deadline.yaml", nil)
 	if d := example.Spec.Rollout.ProgressDeadline; d == nil || !example.Spec.Rollout.ProgressDeadlineAbort {
 		t.Fatalf("the example sets no progressDeadline with progressDeadlineAbort: %+v", example.Spec.Rollout)

@@ -26,7 +26,7 @@ import (
 // foreground deletion, which would have the garbage collector delete the
 // workers first, is refused by the shipped admission policy.
 func TestDeletionWaitsForPinnedWorkflows(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	r, v1, pinned := pinnedDeletionRollout(t, "deletion-drain")
 	err := r.Env.Kube.Delete(context.Background(), r.Get(), crclient.PropagationPolicy(metav1.DeletePropagationForeground))
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "background propagation") {
@@ -100,7 +100,7 @@ func errString(err error) string {
 // kubectl delete still work, and the deletion still waits for the pinned
 // workflow's version to drain.
 func TestDeletionPolicyRefusesGCFinalizers(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	r, v1, pinned := pinnedDeletionRollout(t, "deletion-gc-finalizers")
 	defer func() { _ = r.Env.Temporal.TerminateWorkflow(context.Background(), pinned.GetID(), "", "test over") }()
 	ctx := context.Background()

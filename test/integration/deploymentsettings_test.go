@@ -21,7 +21,7 @@ import (
 // Deployment controller's in-place update: with maxSurge 0 the version
 // never runs more pods than its replicas while its template rolls.
 func TestDeploymentSettingsReachRunningVersions(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	r := newRollout(env.NewTest(t), "settings")
 	twd := r.Spec("v1")
 	twd.Spec.Replicas = ptr.To[int32](2)

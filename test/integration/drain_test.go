@@ -101,12 +101,12 @@ func TestDrainDeadline(t *testing.T) {
 			ended: temporal.IsTerminatedError, status: enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED},
 	} {
 		t.Run(string(a.action), func(t *testing.T) {
-			t.Parallel()
+			parallel(t)
 			drainDeadlineStops(t, a)
 		})
 	}
 	t.Run("DryRun", func(t *testing.T) {
-		t.Parallel()
+		parallel(t)
 		r, v1 := exampleRollout(t, "drain/deadline.yaml", func(twd *v1alpha1.TemporalWorkerDeployment) {
 			twd.Spec.Sunset.DrainAction = v1alpha1.DrainDryRun
 		})
@@ -274,7 +274,7 @@ func (r *rollout) checkStopEvents(a stopAction, n int) {
 // new, its next run runs on v2 and completes there, and v1 drains without
 // waiting for the workflow.
 func TestContinueAsNewSignal(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	r, v1 := exampleRollout(t, "drain/continue-as-new.yaml", func(twd *v1alpha1.TemporalWorkerDeployment) {
 		if s := twd.Spec.Sunset.ContinueAsNewSignal; s == nil || s.Name != demoworker.ContinueAsNewSignal {
 			t.Fatalf("the example's signal %+v is not the demo worker's %q", s, demoworker.ContinueAsNewSignal)

@@ -31,7 +31,7 @@ func TestExamplesRollOut(t *testing.T) {
 	for _, file := range files {
 		name := strings.TrimSuffix(filepath.Base(file), ".yaml")
 		t.Run(name, func(t *testing.T) {
-			t.Parallel()
+			parallel(t)
 			r, twd := createExample(t, filepath.Join("rollouts", filepath.Base(file)), nil)
 			build := r.BuildID()
 

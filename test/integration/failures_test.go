@@ -27,7 +27,7 @@ import (
 // not exist creates nothing and says so; a connection whose Secret is
 // missing is AuthSecretInvalid; fixing the connection lets the rollout go.
 func TestMissingConnectionThenBadSecret(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	tt := env.NewTest(t)
 	r := &rollout{&harness.Rollout{T: tt, Name: "noconn", TaskQueue: tt.TaskQueue("noconn")}}
 	r.Create(r.Spec("v1"))
@@ -77,7 +77,7 @@ func TestMissingConnectionThenBadSecret(t *testing.T) {
 // retire at once, reports why, and finishes the rollout when Temporal
 // returns.
 func TestTemporalOutageScalesNothingDown(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	tt := env.NewTest(t)
 	proxy := startProxy(t, tt.Env.Info.TemporalAddress)
 	r := &rollout{&harness.Rollout{T: tt, Name: "outage", TaskQueue: tt.TaskQueue("outage")}}
@@ -191,7 +191,7 @@ func (r *rollout) waitGone(timeout time.Duration) {
 // off, removes the Deployments, then the versions and the worker
 // deployment from Temporal, and only then lets the object go.
 func TestDeletingTheTWDRemovesItFromTemporal(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	r := newRollout(env.NewTest(t), "deletion")
 	v1 := r.Create(r.Spec("v1"))
 	r.WaitCurrent(2*time.Minute, v1)
@@ -280,7 +280,7 @@ func (p *proxy) stop() {
 // reaches the running version's pods by a rolling update, without a new
 // build ID, and the version stays current.
 func TestConnectionChangeRollsRunningVersions(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	r := newRollout(env.NewTest(t), "reconnect")
 	v1 := r.Create(r.Spec("v1"))
 	r.WaitCurrent(2*time.Minute, v1)
@@ -323,7 +323,7 @@ func TestConnectionChangeRollsRunningVersions(t *testing.T) {
 // the rollout says why and how to go on, and a new version starts on the
 // connection's server while the old one is left running.
 func TestConnectionToAnotherServerMovesNoWorkers(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	r := newRollout(env.NewTest(t), "otherserver")
 	v1 := r.Create(r.Spec("v1"))
 	r.WaitCurrent(2*time.Minute, v1)

@@ -179,7 +179,7 @@ func fluxStatus(t *testing.T, e fluxHealthCheckExpr, u *unstructured.Unstructure
 // failed gate is Failed for both. It also runs the kubectl snippets of
 // docs/cd-tools.md against the object, as written.
 func TestFluxExampleHealthChecks(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ks := readFluxKustomization(t, "orders.yaml")
 	ksCEL := readFluxKustomization(t, "orders-cel.yaml")
 	if len(ksCEL.Spec.HealthCheckExprs) != 1 || ksCEL.Spec.HealthCheckExprs[0].Kind != "TemporalWorkerDeployment" {

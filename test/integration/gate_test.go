@@ -25,7 +25,7 @@ import (
 // has passed the controller terminates it, with a reason in its history.
 // It then no longer keeps v2 draining, and the new target's own gate runs.
 func TestSupersededGateIgnoringCancellationIsTerminated(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	r := newRollout(env.NewTest(t), "stubborn-gate")
 	v1 := r.Create(r.Spec("v1"))
 	r.WaitCurrent(2*time.Minute, v1)

@@ -5,7 +5,6 @@ package integration
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -33,20 +32,9 @@ var env *harness.Env
 // The in-process controller's endpoints.
 var probeAddr, metricsAddr string
 
-// parallel is how many of this package's tests run at once unless
-// -parallel says otherwise: they mostly wait (on rollouts, Temporal's
-// drainage, sunset delays), not on the CPU, and each has its own namespace,
-// TWD and task queue. A test that must not overlap others stays sequential:
-// Go runs the sequential ones first, then the parallel ones.
-const parallel = 12
-
 func TestMain(m *testing.M) {
-	flag.Parse()
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set {
-		_ = flag.Set("test.parallel", strconv.Itoa(parallel))
-	}
+	harness.DefaultParallel(defaultParallel)
+	useSlots()
 	harness.Main(m, &env, startManager)
 }
 

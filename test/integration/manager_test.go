@@ -14,7 +14,7 @@ import (
 // TestManagerServesProbesAndMetrics: the controller TestMain started
 // answers its health probes and exports both controllers' metrics.
 func TestManagerServesProbesAndMetrics(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	get := func(url string) string {
 		t.Helper()
 		resp, err := http.Get(url)

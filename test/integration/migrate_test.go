@@ -154,7 +154,7 @@ func (in *incumbent) route(deployment, build string) {
 // through Rainbow, and that the incumbent's versions were retired by
 // Rainbow's rules.
 func TestMigrateFromTheWorkerController(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	tt := env.NewTest(t)
 	ctx := context.Background()
 	const name = "orders"

@@ -40,7 +40,7 @@ import (
 // sunset; deleting an owned resource deletes its copies; deleting the TWD
 // removes everything.
 func TestOwnedResourcesFollowVersions(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	r := newRollout(env.NewTest(t), "owned")
 	twd := r.Spec("v1")
 	twd.Spec.Replicas = nil
@@ -193,7 +193,7 @@ func TestOwnedExamplesEveryWayOfApplying(t *testing.T) {
 		{"client-side apply over server-side apply", [][]string{harness.ServerSideApply, harness.ClientSideApply}},
 	} {
 		t.Run(way.name, func(t *testing.T) {
-			t.Parallel()
+			parallel(t)
 			r := newRollout(env.NewTest(t), "owned")
 			build := r.Create(r.Spec("v1"))
 			r.WaitCurrent(2*time.Minute, build)
@@ -228,7 +228,7 @@ func TestOwnedExamplesEveryWayOfApplying(t *testing.T) {
 	// The one owned-resource example no other test applies with kubectl
 	// (TestBacklogAutoscaling's demo program creates it).
 	t.Run("autoscaling/hpa-backlog.yaml, client-side apply", func(t *testing.T) {
-		t.Parallel()
+		parallel(t)
 		r := newRollout(env.NewTest(t), "backlog")
 		twd := r.Spec("v1")
 		twd.Spec.Replicas = nil
@@ -244,7 +244,7 @@ func TestOwnedExamplesEveryWayOfApplying(t *testing.T) {
 		}
 	})
 	t.Run("a dropped null that nothing fills in", func(t *testing.T) {
-		t.Parallel()
+		parallel(t)
 		tt := env.NewTest(t)
 		hpa := func(matchLabels string) *v1alpha1.TemporalWorkerOwnedResource {
 			return ownedResource(tt.Namespace, "backlog", `{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"scaleTargetRef":null,"minReplicas":1,"maxReplicas":3,`+

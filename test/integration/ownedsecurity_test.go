@@ -31,7 +31,7 @@ import (
 // the entries. The real copies are still managed: each version has its
 // HPA, and deleting the owned resource deletes them.
 func TestOwnedStatusIsNoDeleteList(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	tt := env.NewTest(t)
 	r := newRollout(tt, "ownedsec")
 	ctx := context.Background()
@@ -156,7 +156,7 @@ var bombTemplate = `{{ $x := "ab" }}` + strings.Repeat(`{{ $x = printf "%s%s" $x
 // another TWD rolls out. The webhook refusing the template outright is a
 // row of TestAdmissionTable.
 func TestOwnedTemplateCannotExhaustMemory(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	tt := env.NewTest(t)
 	ctx := context.Background()
 	r := newRollout(tt, "bomb")
@@ -241,7 +241,7 @@ func skipWebhook(t *testing.T, ns string) (restore func()) {
 // bounded instead: Ready says what failed, the version's message ends in a
 // note of what was left out, and the other version's copy is on record.
 func TestOwnedHugeErrorKeepsStatusWritable(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	r := newRollout(env.NewTest(t), "ownedhuge")
 	v1 := r.Create(r.Spec("v1"))
 	r.WaitCurrent(2*time.Minute, v1)

@@ -21,7 +21,7 @@ import (
 // cut to zero), resume (it advances), abort, undo, the promotion of a
 // Manual rollout, and the refusal a user who may only view gets.
 func TestKubectlPlugin(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	tt := env.NewTest(t)
 	bin := filepath.Join(env.BinDir, "kubectl-rainbow")
 	if _, err := os.Stat(bin); err != nil {

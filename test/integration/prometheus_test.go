@@ -238,7 +238,7 @@ const activityFailureRatio = `(sum(increase(temporal_activity_execution_failed_t
 // the check, the query as sent, the value, the bound and the window; a
 // query answering several series holds the first step, inconclusive.
 func TestRolloutAnalysisPrometheus(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	startPrometheus(t)
 	r := newRollout(env.NewTest(t), "prom")
 	twd := r.Spec("v1")

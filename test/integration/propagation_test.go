@@ -87,7 +87,7 @@ func (r *rollout) kubectlWaitReady() {
 // 20 times in a row, rollbacks included; and once status shows a ramp, new
 // workflows split by it.
 func TestReadyMeansTemporalRoutesThere(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	r := newRollout(env.NewTest(t), "propagation")
 	twd := r.Spec("v1")
 	// Old versions keep their workers: after the first two rollouts the

@@ -20,7 +20,7 @@ import (
 // on the old version finishes there; the old version is only scaled down
 // after it drained, then deleted in Kubernetes and in Temporal.
 func TestAllAtOnceKeepsPinnedWorkflowsOnTheirVersion(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	r := newRollout(env.NewTest(t), "allatonce")
 	v1 := r.Create(r.Spec("v1"))
 

@@ -24,7 +24,7 @@ import (
 // Event) and routing goes back to v2 alone, v3 keeping its workers; a
 // retry runs the failed gate again.
 func TestStepGates(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	r := newRollout(env.NewTest(t), "step-gates")
 	twd := r.Spec("v1")
 	twd.Spec.Rollout = v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyProgressive, Steps: steps([]int32{30, 70}, 3*time.Second)}

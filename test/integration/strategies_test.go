@@ -32,7 +32,7 @@ func steps(pcts []int32, pause time.Duration) []v1alpha1.RolloutStep {
 // directly; the next one ramps through every step, each held for its
 // pause, then becomes current.
 func TestProgressiveRampsThroughEachStep(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	r := newRollout(env.NewTest(t), "progressive")
 	twd := r.Spec("v1")
 	twd.Spec.Rollout = v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyProgressive, Steps: steps([]int32{20, 60}, 4*time.Second)}
@@ -86,7 +86,7 @@ func TestProgressiveRampsThroughEachStep(t *testing.T) {
 // TestManualNeverChangesRouting: the controller registers versions but a
 // person promotes them; Ready follows what they did.
 func TestManualNeverChangesRouting(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	r := newRollout(env.NewTest(t), "manual")
 	twd := r.Spec("v1")
 	twd.Spec.Rollout = v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyManual}
@@ -111,7 +111,7 @@ func TestManualNeverChangesRouting(t *testing.T) {
 // through; a failing one stops the rollout with the incumbent still
 // current, and the conditions and an Event say why.
 func TestGateWorkflowDecidesTheRollout(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	r := newRollout(env.NewTest(t), "gate")
 	// The gate's input comes from a Secret for v1 and a ConfigMap for v2.
 	pass, fail := gateInput(t, false, ""), gateInput(t, true, "smoke test failed")
@@ -158,7 +158,7 @@ func TestGateWorkflowDecidesTheRollout(t *testing.T) {
 // current moments ago makes it current again at once, even though the
 // strategy would otherwise ramp for an hour and run a gate.
 func TestRollbackSkipsStepsAndGate(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	r := newRollout(env.NewTest(t), "rollback")
 	twd := r.Spec("v1")
 	twd.Spec.Sunset.ScaledownDelay = &metav1.Duration{Duration: 10 * time.Minute}
@@ -188,7 +188,7 @@ func TestRollbackSkipsStepsAndGate(t *testing.T) {
 // still poll the task queue, the first version is ramped like any other
 // instead of taking all traffic at once.
 func TestUnversionedPollersGetRampedNotReplaced(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	r := newRollout(env.NewTest(t), "unversioned")
 	w := worker.New(r.Env.Temporal, r.TaskQueue, worker.Options{})
 	w.RegisterWorkflowWithOptions(demoworker.Hello, workflowName(demoworker.HelloWorkflow))
@@ -217,7 +217,7 @@ func TestUnversionedPollersGetRampedNotReplaced(t *testing.T) {
 // manager role, the controller stops writing routing and says so, and
 // resumes once the role is handed back.
 func TestManagerHeldByOtherIdentityIsNotFought(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	r := newRollout(env.NewTest(t), "manager")
 	v1 := r.Create(r.Spec("v1"))
 	r.WaitCurrent(2*time.Minute, v1)
@@ -281,7 +281,7 @@ func gateInput(t testing.TB, fail bool, msg string) *apiextensionsv1.JSON {
 // a version at one replica and then leaves its replica count to whoever
 // scales it (an HPA, here a person with kubectl scale).
 func TestAutoscalerOwnsReplicas(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	r := newRollout(env.NewTest(t), "autoscaled")
 	twd := r.Spec("v1")
 	twd.Spec.Replicas = nil

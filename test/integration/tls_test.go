@@ -36,7 +36,7 @@ import (
 // connection fails nothing is scaled down; a rotated certificate is
 // picked up by the controller and the workers, losing no workflow.
 func TestMutualTLS(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	own := secureEnv(t, "--temporal-tls=mtls")
 	tt := own.NewTest(t)
 	auth, err := own.Authority()
@@ -113,7 +113,7 @@ func TestMutualTLS(t *testing.T) {
 // server's CA, a bad key, a key from another issuer and a wrong CA, and a
 // rotated key.
 func TestAPIKey(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	own := secureEnv(t, "--temporal-auth=api-key")
 	tt := own.NewTest(t)
 	auth, err := own.Authority()

@@ -25,7 +25,7 @@ import (
 // any request would be forbidden. Without the flag the same user cannot
 // even fill the controller's caches.
 func TestWatchNamespacesNeedsOnlyThoseNamespaces(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	tt := env.NewTest(t)
 	other := env.NewTest(t)
 	ctx := context.Background()
