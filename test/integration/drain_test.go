@@ -175,11 +175,16 @@ func drainDeadlineStops(t *testing.T, a stopAction) {
 			from = d.SeenAt.Time
 		}
 	}
-	if d.DrainingSince == nil || d.SeenAt == nil || d.Deadline == nil || d.LastActionAt == nil || !d.Deadline.Equal(&metav1.Time{Time: from.Add(max)}) ||
-		d.LastActionAt.Before(d.Deadline) || a.done(d) != n || a.other(d) != 0 || d.Signalled != 0 || d.Pending != 0 ||
+	// The record drops its deadline once v1 is no longer draining (its runs
+	// ended); on a busy machine the first look may come after that.
+	deadline := metav1.Time{Time: from.Add(max)}
+	deadlineShown := d.Deadline != nil && d.Deadline.Equal(&deadline) ||
+		d.Deadline == nil && versionStatus(twd, v1) != v1alpha1.VersionDraining
+	if d.DrainingSince == nil || d.SeenAt == nil || !deadlineShown || d.LastActionAt == nil ||
+		d.LastActionAt.Before(&deadline) || a.done(d) != n || a.other(d) != 0 || d.Signalled != 0 || d.Pending != 0 ||
 		d.Overdue < 1 || d.Overdue > n || len(d.StoppedRuns) != a.pinned {
-		t.Fatalf("acted before the deadline, or status does not say: %s, drainingSince %v, lastActionAt %v, %d runs remembered",
-			drainText(d), d.DrainingSince, d.LastActionAt, len(d.StoppedRuns))
+		t.Fatalf("acted before the deadline, or status does not say: %s, drainingSince %v, lastActionAt %v, %d runs remembered, version %s",
+			drainText(d), d.DrainingSince, d.LastActionAt, len(d.StoppedRuns), versionStatus(twd, v1))
 	}
 	r.Logf("%s: %d runs done %s after the test saw v2 current (maxDrainDuration %s); %s", a.action, n, time.Since(promoted).Round(time.Second), max, drainText(d))
 
