@@ -90,14 +90,16 @@ func TestTemporalOutageScalesNothingDown(t *testing.T) {
 	}
 	const scaledownDelay = 20 * time.Second
 	twd := r.Spec("v1")
-	twd.Spec.Sunset.ScaledownDelay = &metav1.Duration{Duration: scaledownDelay}
+	twd.Spec.Sunset.ScaledownDelay = &metav1.Duration{Duration: time.Hour}
 	twd.Spec.Sunset.DeleteDelay = &metav1.Duration{Duration: 0}
 	v1 := r.Create(twd)
 	r.WaitCurrent(2*time.Minute, v1)
 	v2 := r.SetImage("v2")
 	r.WaitCurrent(2*time.Minute, v2)
 	// v1 has no open workflow: once Temporal reports it drained, it is due
-	// for scale-down scaledownDelay later, which falls into the outage.
+	// for scale-down scaledownDelay later, which falls into the outage: the
+	// delay is an hour until the outage starts (a loaded machine may see
+	// the drain only after scaledownDelay), and scaledownDelay from then.
 	drained := r.waitFor(drainBound, v1+" Drained", func(t *v1alpha1.TemporalWorkerDeployment) bool {
 		for _, v := range t.Status.DeprecatedVersions {
 			if v.BuildID == v1 && v.Status == v1alpha1.VersionDrained && v.DrainedSince != nil {
@@ -114,7 +116,11 @@ func TestTemporalOutageScalesNothingDown(t *testing.T) {
 	}
 
 	proxy.stop()
-	v3 := r.SetImage("v3")
+	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {
+		t.Spec.Template.Spec.Containers[0].Image = harness.DemoImage("v3")
+		t.Spec.Sunset.ScaledownDelay = &metav1.Duration{Duration: scaledownDelay}
+	})
+	v3 := r.BuildID()
 	// For the first minute the rollout waits for Temporal (no CD tool
 	// fails it), then it is reported as an outage.
 	r.waitFor(time.Minute, "Progressing=True with reason WaitingForTemporal, not Stalled", func(t *v1alpha1.TemporalWorkerDeployment) bool {

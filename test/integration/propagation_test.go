@@ -73,7 +73,9 @@ func (r *rollout) startHellos(n int) []string {
 // runs `kubectl wait --for=condition=Ready`, as a CD pipeline does.
 func (r *rollout) kubectlWaitReady() {
 	r.Helper()
-	r.waitFor(time.Minute, "status for the new generation", func(*v1alpha1.TemporalWorkerDeployment) bool { return true })
+	// Generous: a pass whose routing write Temporal answers late (a loaded
+	// machine: over a minute) observes the generation only after it.
+	r.waitFor(3*time.Minute, "status for the new generation", func(*v1alpha1.TemporalWorkerDeployment) bool { return true })
 	if out, err := r.kubectl(3*time.Minute, "wait", "--for=condition=Ready", "--timeout=170s", "-n", r.Namespace, "twd/"+r.Name); err != nil {
 		r.Fatalf("kubectl wait: %v\n%s\nstatus: %s", err, out, describe(r.Get()))
 	}
