@@ -12,11 +12,13 @@ import (
 // defaultParallel is how many of this package's tests run at once unless
 // -parallel says otherwise: they mostly wait (on rollouts, Temporal's
 // drainage, sunset delays), not on the CPU, and each has its own namespace,
-// TWD and task queue. Not more: they share one Temporal server, and 12 at
-// once on a busy 2-core machine made it answer routing writes past the
-// controller's deadline. A test that must not overlap others does not call
-// parallel: Go runs the sequential tests first, then the parallel ones.
-const defaultParallel = 8
+// TWD and task queue. Not more: they share one Temporal dev server, which
+// gets about half a core on a busy 2-core machine; at 12 and at 8 at once
+// (the longest, which start together, are also the busiest on Temporal) it
+// answered routing writes past the controller's deadline and a demo's Hello
+// workflow past its minute. A test that must not overlap others does not
+// call parallel: Go runs the sequential tests first, then the parallel ones.
+const defaultParallel = 6
 
 // seconds is how long the longest tests took in a passing run, one at a
 // time on an idle machine. The longest start first, so that none of them
