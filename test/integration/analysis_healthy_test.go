@@ -52,7 +52,9 @@ func healthyRollouts(t *testing.T, count int) {
 	started := r.helloLoad(t)
 	for i := 2; i <= count+1; i++ {
 		build := r.SetImage(fmt.Sprintf("v%d", i))
-		got := r.WaitCurrent(5*time.Minute, build)
+		// Generous: at load 35-40 a rollout took 5 minutes (2 for the
+		// pod to poll, 3 for Temporal to apply the routing).
+		got := r.WaitCurrent(10*time.Minute, build)
 		a := got.Status.Analysis
 		if a == nil || a.BuildID != build || a.Aborted != "" || len(a.Checks) != 4 {
 			t.Fatalf("analysis of healthy %s: %+v", build, a)
