@@ -155,7 +155,7 @@ func TestTWDAuthorMustBeAllowedToRunWorkers(t *testing.T) {
 		err := bob.Create(ctx, r.Spec("v1"))
 		return err == nil, errString(err)
 	})
-	r.WaitCurrent(2*time.Minute, r.BuildID())
+	r.WaitCurrent(5*time.Minute, r.BuildID())
 }
 
 // TestAdmissionWebhookChecksTheController: a kind the controller's service

@@ -48,7 +48,7 @@ func healthyRollouts(t *testing.T, count int) {
 			},
 		},
 	}
-	r.WaitCurrent(2*time.Minute, r.Create(twd))
+	r.WaitCurrent(5*time.Minute, r.Create(twd))
 	started := r.helloLoad(t)
 	for i := 2; i <= count+1; i++ {
 		build := r.SetImage(fmt.Sprintf("v%d", i))

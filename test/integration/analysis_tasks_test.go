@@ -37,7 +37,7 @@ func TestRolloutAnalysisWorkflowTasks(t *testing.T) {
 		},
 	}
 	v1 := r.Create(twd)
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 	started := r.helloLoad(t)
 
 	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {

@@ -42,7 +42,7 @@ func TestRolloutAnalysis(t *testing.T) {
 		},
 	}
 	v1 := r.Create(twd)
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 	started := r.helloLoad(t)
 
 	// Healthy versions: every check passes at each step, no abort.

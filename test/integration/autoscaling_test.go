@@ -34,7 +34,7 @@ func autoscaledExample(t *testing.T) (*rollout, string) {
 		t.Fatal("examples/autoscaling/worker.yaml sets spec.replicas: its versions' replicas are the autoscaler's")
 	}
 	build := r.BuildID()
-	r.WaitCurrent(2*time.Minute, build)
+	r.WaitCurrent(5*time.Minute, build)
 	return r, build
 }
 
@@ -172,7 +172,7 @@ func TestZeroedVersionWithPinnedWorkGetsWorkersBack(t *testing.T) {
 	twd := r.Spec("v1")
 	twd.Spec.Replicas = nil
 	v1 := r.Create(twd)
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 	run, err := r.Env.Temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
 		ID: r.Name + "-pinned", TaskQueue: r.TaskQueue,
 	}, demoworker.LongPinnedWorkflow, demoworker.LongInput{})

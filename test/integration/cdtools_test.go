@@ -366,7 +366,7 @@ func TestCDToolsFollowARollout(t *testing.T) {
 	r.waitView(2*time.Minute, "version "+v2+" current: Current and Healthy", func(v cdView) bool {
 		return v.kstatus == status.CurrentStatus && v.health.Status == "Healthy"
 	})
-	r.WaitCurrent(time.Minute, v2)
+	r.WaitCurrent(3*time.Minute, v2)
 
 	// A failing gate on v3 blocks the rollout: Failed and Degraded.
 	failing := gateInput(t, true, "smoke test failed")

@@ -32,7 +32,7 @@ func TestSecondTWDCannotClaimWorkerDeployment(t *testing.T) {
 	ctx := context.Background()
 	a := newRollout(env.NewTest(t), "claim-a")
 	v1 := a.Create(a.Spec("v1"))
-	a.WaitCurrent(2*time.Minute, v1)
+	a.WaitCurrent(5*time.Minute, v1)
 	pinned := a.startLong(demoworker.LongPinnedWorkflow)
 	a.Eventually(30*time.Second, "the pinned workflow running on "+v1, func() (bool, string) {
 		on := a.queryBuild(pinned)
@@ -104,7 +104,7 @@ func TestSecondTWDCannotClaimWorkerDeployment(t *testing.T) {
 			t.Errorf("version %s registered in A's worker deployment", build)
 		}
 	}
-	a.WaitCurrent(time.Minute, v1)
+	a.WaitCurrent(3*time.Minute, v1)
 
 	// A's pinned workflow ends where it started.
 	if err := env.Temporal.SignalWorkflow(ctx, pinned.GetID(), pinned.GetRunID(), demoworker.FinishSignal, nil); err != nil {

@@ -34,7 +34,7 @@ func TestCustomBuildIDRollsInPlace(t *testing.T) {
 	twd := r.Spec("v1")
 	twd.Spec.WorkerOptions.CustomBuildID = "wf-1"
 	r.Create(twd)
-	r.WaitCurrent(2*time.Minute, "wf-1")
+	r.WaitCurrent(5*time.Minute, "wf-1")
 	first := r.deployment("wf-1")
 	oldPods := r.podNames("wf-1")
 	pinned := r.startLong(demoworker.LongPinnedWorkflow)
@@ -99,7 +99,7 @@ func TestCustomBuildIDRollsInPlace(t *testing.T) {
 	}
 
 	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) { t.Spec.WorkerOptions.CustomBuildID = "wf-2" })
-	got = r.WaitCurrent(2*time.Minute, "wf-2")
+	got = r.WaitCurrent(5*time.Minute, "wf-2")
 	if r.deployment("wf-1") == nil {
 		t.Fatal("the old version's Deployment vanished right after the new version became current")
 	}
@@ -187,7 +187,7 @@ func TestMigratedDeploymentIsNotRestarted(t *testing.T) {
 // template, its ReplicaSets or pods.
 func (r *rollout) hashRecordedWithoutRestart(build string, templateAnnotations, annotations map[string]any) *appsv1.Deployment {
 	r.Helper()
-	r.WaitCurrent(2*time.Minute, build)
+	r.WaitCurrent(5*time.Minute, build)
 	first := r.podNames(build)
 	made := map[string]any{"example.com/made-by": "another-tool"}
 	maps.Copy(made, templateAnnotations)
@@ -273,7 +273,7 @@ func TestCustomBuildIDExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	build := twd.Spec.WorkerOptions.CustomBuildID
-	r.WaitCurrent(2*time.Minute, build)
+	r.WaitCurrent(5*time.Minute, build)
 
 	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {
 		setEnv(&t.Spec.Template.Spec.Containers[0], "LOG_LEVEL", "debug")

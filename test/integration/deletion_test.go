@@ -76,7 +76,7 @@ func TestDeletionWaitsForPinnedWorkflows(t *testing.T) {
 func pinnedDeletionRollout(t *testing.T, name string) (*rollout, string, client.WorkflowRun) {
 	r := newRollout(env.NewTest(t), name)
 	v1 := r.Create(r.Spec("v1"))
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 	pinned := r.startLong(demoworker.LongPinnedWorkflow)
 	r.Eventually(30*time.Second, "a foreground deletion refused", func() (bool, string) {
 		err := r.Env.Kube.Delete(context.Background(), r.Get(), crclient.PropagationPolicy(metav1.DeletePropagationForeground), crclient.DryRunAll)

@@ -26,7 +26,7 @@ func exampleRollout(t *testing.T, file string, mutate func(*v1alpha1.TemporalWor
 	t.Helper()
 	r, _ := createExample(t, file, mutate)
 	v1 := r.BuildID()
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 	return r, v1
 }
 
@@ -62,7 +62,7 @@ func (r *rollout) rollOutV2WithPinned(n int) ([]client.WorkflowRun, string) {
 		})
 	}
 	v2 := r.SetImage("v2")
-	r.WaitCurrent(2*time.Minute, v2)
+	r.WaitCurrent(5*time.Minute, v2)
 	return pinned, v2
 }
 

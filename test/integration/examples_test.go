@@ -37,7 +37,7 @@ func TestExamplesRollOut(t *testing.T) {
 
 			switch twd.Spec.Rollout.Strategy {
 			case v1alpha1.StrategyAllAtOnce:
-				got := r.WaitCurrent(2*time.Minute, build)
+				got := r.WaitCurrent(5*time.Minute, build)
 				requireComplete(t, got)
 				if twd.Spec.Rollout.Gate != nil {
 					if g := got.Status.Gate; g == nil || g.BuildID != build || g.Result != "Succeeded" {
@@ -45,7 +45,7 @@ func TestExamplesRollOut(t *testing.T) {
 					}
 				}
 			case v1alpha1.StrategyProgressive:
-				requireComplete(t, r.WaitCurrent(2*time.Minute, build))
+				requireComplete(t, r.WaitCurrent(5*time.Minute, build))
 				if twd.Spec.Rollout.Analysis != nil {
 					// The analysis needs workflows to count on each version.
 					r.helloLoad(t)
@@ -76,7 +76,7 @@ func TestExamplesRollOut(t *testing.T) {
 				}); err != nil {
 					t.Fatal(err)
 				}
-				requireComplete(t, r.WaitCurrent(time.Minute, build))
+				requireComplete(t, r.WaitCurrent(3*time.Minute, build))
 			default:
 				t.Fatalf("no expectation for strategy %q: add one to this test", twd.Spec.Rollout.Strategy)
 			}

@@ -69,7 +69,7 @@ func TestMissingConnectionThenBadSecret(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r.WaitCurrent(2*time.Minute, r.BuildID())
+	r.WaitCurrent(5*time.Minute, r.BuildID())
 }
 
 // TestTemporalOutageScalesNothingDown: while Temporal is unreachable the
@@ -93,9 +93,9 @@ func TestTemporalOutageScalesNothingDown(t *testing.T) {
 	twd.Spec.Sunset.ScaledownDelay = &metav1.Duration{Duration: time.Hour}
 	twd.Spec.Sunset.DeleteDelay = &metav1.Duration{Duration: 0}
 	v1 := r.Create(twd)
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 	v2 := r.SetImage("v2")
-	r.WaitCurrent(2*time.Minute, v2)
+	r.WaitCurrent(5*time.Minute, v2)
 	// v1 has no open workflow: once Temporal reports it drained, it is due
 	// for scale-down scaledownDelay later, which falls into the outage: the
 	// delay is an hour until the outage starts (a loaded machine may see
@@ -200,7 +200,7 @@ func TestDeletingTheTWDRemovesItFromTemporal(t *testing.T) {
 	parallel(t)
 	r := newRollout(env.NewTest(t), "deletion")
 	v1 := r.Create(r.Spec("v1"))
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 	r.deleteAndWait()
 	if d := r.deployment(v1); d != nil {
 		t.Fatalf("Deployment %s outlived its TWD", d.Name)
@@ -289,7 +289,7 @@ func TestConnectionChangeRollsRunningVersions(t *testing.T) {
 	parallel(t)
 	r := newRollout(env.NewTest(t), "reconnect")
 	v1 := r.Create(r.Spec("v1"))
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 	before := r.deployment(v1)
 
 	// The same server under another name: the workers' address changes.
@@ -316,7 +316,7 @@ func TestConnectionChangeRollsRunningVersions(t *testing.T) {
 	if d := r.deployment(v1); d.UID != before.UID {
 		t.Fatal("the Deployment was replaced instead of rolled")
 	}
-	r.WaitCurrent(time.Minute, v1)
+	r.WaitCurrent(3*time.Minute, v1)
 	if got := r.hello(); !strings.Contains(got, v1) {
 		t.Fatalf("after the connection change Hello ran on %q, want %s", got, v1)
 	}
@@ -332,7 +332,7 @@ func TestConnectionToAnotherServerMovesNoWorkers(t *testing.T) {
 	parallel(t)
 	r := newRollout(env.NewTest(t), "otherserver")
 	v1 := r.Create(r.Spec("v1"))
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 	d := r.deployment(v1)
 	if d.Annotations[workload.AnnotationNamespaceID] == "" {
 		t.Fatalf("Deployment %s does not record its Temporal namespace ID: %v", d.Name, d.Annotations)

@@ -280,14 +280,14 @@ func TestFluxExampleHealthChecks(t *testing.T) {
 		flux(2*time.Minute, status.CurrentStatus)
 	}
 	v1 := r.BuildID()
-	r.WaitCurrent(time.Minute, v1)
+	r.WaitCurrent(3*time.Minute, v1)
 
 	// A commit changes the image: InProgress while v2 ramps, then Current.
 	r.SetImage("v2")
 	if seen := flux(3*time.Minute, status.CurrentStatus); !seen[status.InProgressStatus] {
 		t.Fatal("the second rollout never was InProgress")
 	}
-	r.WaitCurrent(time.Minute, r.BuildID())
+	r.WaitCurrent(3*time.Minute, r.BuildID())
 
 	// docs/cd-tools.md, kubectl: apply and wait (v3).
 	snippets := kubectlSnippets(t)

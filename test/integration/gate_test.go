@@ -28,7 +28,7 @@ func TestSupersededGateIgnoringCancellationIsTerminated(t *testing.T) {
 	parallel(t)
 	r := newRollout(env.NewTest(t), "stubborn-gate")
 	v1 := r.Create(r.Spec("v1"))
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 
 	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {
 		t.Spec.Template.Spec.Containers[0].Image = "rainbow.local/demo-worker:v2"

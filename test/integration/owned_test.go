@@ -45,7 +45,7 @@ func TestOwnedResourcesFollowVersions(t *testing.T) {
 	twd := r.Spec("v1")
 	twd.Spec.Replicas = nil
 	v1 := r.Create(twd)
-	readySince := findCondition(r.WaitCurrent(2*time.Minute, v1), v1alpha1.ConditionReady).LastTransitionTime
+	readySince := findCondition(r.WaitCurrent(5*time.Minute, v1), v1alpha1.ConditionReady).LastTransitionTime
 
 	v2 := r.BuildIDOf("v2")
 	hpa := r.ownedExample("twor-hpa.yaml")
@@ -88,7 +88,7 @@ func TestOwnedResourcesFollowVersions(t *testing.T) {
 	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {
 		t.Spec.Sunset.DeleteDelay = &metav1.Duration{Duration: 4 * time.Second}
 	})
-	r.WaitCurrent(time.Minute, v1)
+	r.WaitCurrent(3*time.Minute, v1)
 	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
 		if got := ptr.Deref(r.deployment(v1).Spec.Replicas, 0); got != 2 {
 			t.Fatalf("the replicas of %s went from the HPA's 2 to %d", v1, got)
@@ -196,7 +196,7 @@ func TestOwnedExamplesEveryWayOfApplying(t *testing.T) {
 			parallel(t)
 			r := newRollout(env.NewTest(t), "owned")
 			build := r.Create(r.Spec("v1"))
-			r.WaitCurrent(2*time.Minute, build)
+			r.WaitCurrent(5*time.Minute, build)
 			clientSide := slices.Equal(way.how[len(way.how)-1], harness.ClientSideApply)
 			for _, file := range []string{"twor-hpa.yaml", "twor-pdb.yaml"} {
 				var or *v1alpha1.TemporalWorkerOwnedResource

@@ -36,7 +36,7 @@ func TestOwnedStatusIsNoDeleteList(t *testing.T) {
 	r := newRollout(tt, "ownedsec")
 	ctx := context.Background()
 	v1 := r.Create(r.Spec("v1"))
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 	hpa := r.ownedExample("twor-hpa.yaml")
 	r.applyOwned(hpa, harness.ServerSideApply)
 	pinned, v2 := r.rollOutV2WithPinned(1)
@@ -161,7 +161,7 @@ func TestOwnedTemplateCannotExhaustMemory(t *testing.T) {
 	ctx := context.Background()
 	r := newRollout(tt, "bomb")
 	v1 := r.Create(r.Spec("v1"))
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 
 	pdb := func(name, note string) *v1alpha1.TemporalWorkerOwnedResource {
 		return r.ownedPDB(name, map[string]any{"annotations": map[string]any{"example.com/note": note}})
@@ -204,7 +204,7 @@ func TestOwnedTemplateCannotExhaustMemory(t *testing.T) {
 	// The controller works for everyone else.
 	other := &rollout{&harness.Rollout{T: tt, Name: "bystander", TaskQueue: tt.TaskQueue("bystander")}}
 	other.Create(other.Spec("v1"))
-	other.WaitCurrent(2*time.Minute, other.BuildID())
+	other.WaitCurrent(5*time.Minute, other.BuildID())
 }
 
 // skipWebhook makes the API server skip the TemporalWorkerOwnedResource
@@ -244,7 +244,7 @@ func TestOwnedHugeErrorKeepsStatusWritable(t *testing.T) {
 	parallel(t)
 	r := newRollout(env.NewTest(t), "ownedhuge")
 	v1 := r.Create(r.Spec("v1"))
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 	v2 := r.BuildIDOf("v2")
 	loud := r.ownedPDB("loud", map[string]any{"labels": map[string]any{
 		// Only v2's copy gets the value, too long for a label.

@@ -48,7 +48,7 @@ func TestKubectlPlugin(t *testing.T) {
 	twd := r.Spec("v1")
 	twd.Spec.Rollout = v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyProgressive, Steps: steps([]int32{25, 75}, time.Hour)}
 	v1 := r.Create(twd)
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 
 	manual := newRollout(tt, "plug-manual")
 	mt := manual.Spec("v1")
@@ -125,7 +125,7 @@ func TestKubectlPlugin(t *testing.T) {
 	// promote a Manual rollout: it waits for a person, then is current.
 	manual.waitCondition(2*time.Minute, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForPromotion)
 	plugin("promote", "plug-manual")
-	manual.WaitCurrent(2*time.Minute, m1)
+	manual.WaitCurrent(5*time.Minute, m1)
 
 	// A user who may only view sees status and is refused a pause.
 	if err := env.Kube.Create(context.Background(), harness.UserBinding(tt.Namespace, "plugin-viewer", "ClusterRole", "view", "viewer")); err != nil {

@@ -253,7 +253,7 @@ func TestRolloutAnalysisPrometheus(t *testing.T) {
 		},
 	}
 	v1 := r.Create(twd)
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 	r.helloLoad(t)
 
 	// Healthy: the check passes and the version becomes current.

@@ -31,7 +31,7 @@ func TestStepGates(t *testing.T) {
 	twd.Spec.Rollout.Steps[0].Gate = &v1alpha1.GateWorkflow{WorkflowType: demoworker.GateWorkflow, Input: gateInput(t, false, "step smoke test passed"),
 		Timeout: &metav1.Duration{Duration: 2 * time.Minute}}
 	v1 := r.Create(twd)
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 
 	// (1) A passing step gate lets the rollout go on.
 	v2 := r.SetImage("v2")

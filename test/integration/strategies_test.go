@@ -37,7 +37,7 @@ func TestProgressiveRampsThroughEachStep(t *testing.T) {
 	twd := r.Spec("v1")
 	twd.Spec.Rollout = v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyProgressive, Steps: steps([]int32{20, 60}, 4*time.Second)}
 	v1 := r.Create(twd)
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 
 	v2 := r.SetImage("v2")
 	seen := map[float32]time.Time{}
@@ -63,7 +63,7 @@ func TestProgressiveRampsThroughEachStep(t *testing.T) {
 	if gap := seen[60].Sub(seen[20]); gap < 2*time.Second {
 		t.Fatalf("the 20%% step lasted %s, want about its 4s pause", gap)
 	}
-	r.WaitCurrent(time.Minute, v2)
+	r.WaitCurrent(3*time.Minute, v2)
 
 	// The rollout metrics followed it.
 	if !gauge[20] || !gauge[60] {
@@ -104,7 +104,7 @@ func TestManualNeverChangesRouting(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	r.WaitCurrent(time.Minute, v1)
+	r.WaitCurrent(3*time.Minute, v1)
 }
 
 // TestGateWorkflowDecidesTheRollout: a passing gate lets the version
@@ -128,7 +128,7 @@ func TestGateWorkflowDecidesTheRollout(t *testing.T) {
 	twd.Spec.Rollout.Gate = &v1alpha1.GateWorkflow{WorkflowType: demoworker.GateWorkflow, InputFrom: &v1alpha1.GateInputSource{
 		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "gate-pass"}, Key: "input.json"}}}
 	v1 := r.Create(twd)
-	got := r.WaitCurrent(2*time.Minute, v1)
+	got := r.WaitCurrent(5*time.Minute, v1)
 	if g := got.Status.Gate; g == nil || g.BuildID != v1 || g.Result != "Succeeded" || !strings.Contains(g.Message, v1) {
 		t.Fatalf("gate status after a passing gate: %+v", got.Status.Gate)
 	}
@@ -163,9 +163,9 @@ func TestRollbackSkipsStepsAndGate(t *testing.T) {
 	twd := r.Spec("v1")
 	twd.Spec.Sunset.ScaledownDelay = &metav1.Duration{Duration: 10 * time.Minute}
 	v1 := r.Create(twd)
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 	v2 := r.SetImage("v2")
-	r.WaitCurrent(2*time.Minute, v2)
+	r.WaitCurrent(5*time.Minute, v2)
 
 	start := time.Now()
 	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {
@@ -176,7 +176,7 @@ func TestRollbackSkipsStepsAndGate(t *testing.T) {
 			Gate:     &v1alpha1.GateWorkflow{WorkflowType: demoworker.GateWorkflow, Input: gateInput(r.T.T, true, "must not run")},
 		}
 	})
-	got := r.WaitCurrent(time.Minute, v1)
+	got := r.WaitCurrent(3*time.Minute, v1)
 	if g := got.Status.Gate; g != nil && g.BuildID == v1 {
 		t.Fatalf("the gate ran on a rollback: %+v", g)
 	}
@@ -220,7 +220,7 @@ func TestManagerHeldByOtherIdentityIsNotFought(t *testing.T) {
 	parallel(t)
 	r := newRollout(env.NewTest(t), "manager")
 	v1 := r.Create(r.Spec("v1"))
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 	r.setManager("a-person")
 
 	v2 := r.SetImage("v2")
@@ -232,7 +232,7 @@ func TestManagerHeldByOtherIdentityIsNotFought(t *testing.T) {
 		t.Fatalf("routing changed to %q while another identity manages the deployment", cur)
 	}
 	r.setManager("")
-	r.WaitCurrent(2*time.Minute, v2)
+	r.WaitCurrent(5*time.Minute, v2)
 
 	// Deleting the TWD while someone else routes to it keeps its workers.
 	r.setManager("a-person")
@@ -286,7 +286,7 @@ func TestAutoscalerOwnsReplicas(t *testing.T) {
 	twd := r.Spec("v1")
 	twd.Spec.Replicas = nil
 	v1 := r.Create(twd)
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 	d := r.deployment(v1)
 	if got := ptr.Deref(d.Spec.Replicas, 0); got != 1 {
 		t.Fatalf("the first version started with %d replicas, want 1", got)
@@ -302,7 +302,7 @@ func TestAutoscalerOwnsReplicas(t *testing.T) {
 	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {
 		t.Spec.Sunset.ScaledownDelay = &metav1.Duration{Duration: time.Hour}
 	})
-	r.WaitCurrent(time.Minute, v1)
+	r.WaitCurrent(3*time.Minute, v1)
 	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
 		if got := ptr.Deref(r.deployment(v1).Spec.Replicas, 0); got != 2 {
 			t.Fatalf("the controller changed the autoscaled replicas from 2 to %d", got)

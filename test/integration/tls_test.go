@@ -93,7 +93,7 @@ func TestMutualTLS(t *testing.T) {
 		bad["tls.crt"], bad["tls.key"] = unknown, unknownKey
 		failing(st, sr, v1Build, good.Name, good.Type, bad)
 		putSecret(st, good.Name, good.Type, good.Data)
-		sr.WaitCurrent(2*time.Minute, v1Build)
+		sr.WaitCurrent(5*time.Minute, v1Build)
 	})
 
 	t.Run("RotationKeepsWorkersAndRollouts", func(t *testing.T) {
@@ -155,7 +155,7 @@ func TestAPIKey(t *testing.T) {
 		bad[names.APIKeyKey] = []byte("revoked")
 		failing(st, sr, v1Build, good.Name, good.Type, bad)
 		putSecret(st, good.Name, good.Type, good.Data)
-		sr.WaitCurrent(2*time.Minute, v1Build)
+		sr.WaitCurrent(5*time.Minute, v1Build)
 	})
 
 	t.Run("RotationKeepsWorkersAndRollouts", func(t *testing.T) {
