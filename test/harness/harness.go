@@ -18,6 +18,7 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -98,6 +99,18 @@ func Main(m *testing.M, env **Env, setups ...Setup) {
 	code := m.Run()
 	stopAll()
 	os.Exit(code)
+}
+
+// DefaultParallel makes n the package's -parallel (how many of its
+// parallel tests run at once; Go's default is the cores) unless the command
+// line set it. A TestMain calls it before Main, for tests that mostly wait.
+func DefaultParallel(n int) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", strconv.Itoa(n))
+	}
 }
 
 // RepoRoot finds the repository root from the working directory.

@@ -239,7 +239,7 @@ func admissionTable() []admissionRow {
 // checks the refusal's causes. The objects an update row needs are
 // created first, one of each kind.
 func TestAdmissionTable(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	tt := env.NewTest(t)
 	ctx := context.Background()
 	rows := admissionTable()
@@ -343,7 +343,7 @@ func applyMergePatch(target, patch map[string]any) map[string]any {
 // unreachable server: TestConnectionUnreachable; a template that fails for
 // one version only: TestOwnedResourcesFollowVersions.)
 func TestAdmissionLeavesToConditions(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	tt := env.NewTest(t)
 	ctx := context.Background()
 	twor := ownedResource(tt.Namespace, "orphan", admissionHPA)

@@ -48,6 +48,7 @@ func ownedResource(ns, name, object string) *v1alpha1.TemporalWorkerOwnedResourc
 // TestAdmissionWebhookAdmitsGoodObjects: the good HPAs and PDB pass the
 // webhook. The bad ones are rows of TestAdmissionTable.
 func TestAdmissionWebhookAdmitsGoodObjects(t *testing.T) {
+	parallel(t)
 	tt := env.NewTest(t)
 	ctx := context.Background()
 	for name, object := range map[string]string{"hpa": admissionHPA, "pdb": admissionPDB, "metric-hpa": admissionMetricHPA} {
@@ -59,6 +60,7 @@ func TestAdmissionWebhookAdmitsGoodObjects(t *testing.T) {
 
 // TestAdmissionWebhookWorkerRefIsImmutable: a changed workerRef is refused.
 func TestAdmissionWebhookWorkerRefIsImmutable(t *testing.T) {
+	parallel(t)
 	tt := env.NewTest(t)
 	ctx := context.Background()
 	twor := ownedResource(tt.Namespace, "hpa", admissionHPA)
@@ -80,6 +82,7 @@ func TestAdmissionWebhookWorkerRefIsImmutable(t *testing.T) {
 // HPA, until granted HPAs; a user who may delete TemporalWorkerOwnedResources
 // but not HPAs cannot delete one holding an HPA.
 func TestAdmissionWebhookChecksTheUser(t *testing.T) {
+	parallel(t)
 	tt := env.NewTest(t)
 	ctx := context.Background()
 	user := "alice-" + tt.Suffix
@@ -124,6 +127,7 @@ func TestAdmissionWebhookChecksTheUser(t *testing.T) {
 // for them), and admitted once allowed; a gate reading a Secret its
 // author may not get is refused too.
 func TestTWDAuthorMustBeAllowedToRunWorkers(t *testing.T) {
+	parallel(t)
 	tt := env.NewTest(t)
 	ctx := context.Background()
 	user := "bob-" + tt.Suffix
@@ -151,13 +155,14 @@ func TestTWDAuthorMustBeAllowedToRunWorkers(t *testing.T) {
 		err := bob.Create(ctx, r.Spec("v1"))
 		return err == nil, errString(err)
 	})
-	r.WaitCurrent(2*time.Minute, r.BuildID())
+	r.WaitCurrent(5*time.Minute, r.BuildID())
 }
 
 // TestAdmissionWebhookChecksTheController: a kind the controller's service
 // account may not create (config/rbac grants no ConfigMap writes) is
 // refused even to an administrator, naming the service account.
 func TestAdmissionWebhookChecksTheController(t *testing.T) {
+	parallel(t)
 	tt := env.NewTest(t)
 	err := env.Kube.Create(context.Background(), ownedResource(tt.Namespace, "cm", `{"apiVersion":"v1","kind":"ConfigMap","data":{"a":"b"}}`))
 	want := fmt.Sprintf(`the controller %q may not create configmaps in namespace %q`, managerUser, tt.Namespace)
@@ -224,6 +229,7 @@ func retryOnConflict(ctx context.Context, twor *v1alpha1.TemporalWorkerOwnedReso
 // subresource, for this test's namespace only) gets those requests
 // refused, not admitted unchecked.
 func TestAdmissionWebhookRefusesWhatItDoesNotCheck(t *testing.T) {
+	parallel(t)
 	tt := env.NewTest(t)
 	ctx := context.Background()
 	twor := ownedResource(tt.Namespace, "hpa", admissionHPA)

@@ -20,10 +20,11 @@ import (
 // workflow ID, so which ones is chance), as production versions do, so a
 // bound that reacted to noise would show here.
 func TestAnalysisHasNoFalsePositives(t *testing.T) {
+	t.Parallel()
 	const twds, rollouts = 2, 3
 	for i := range twds {
 		t.Run(fmt.Sprintf("twd-%d", i), func(t *testing.T) {
-			t.Parallel()
+			parallel(t)
 			healthyRollouts(t, rollouts)
 		})
 	}
@@ -47,11 +48,13 @@ func healthyRollouts(t *testing.T, count int) {
 			},
 		},
 	}
-	r.WaitCurrent(2*time.Minute, r.Create(twd))
+	r.WaitCurrent(5*time.Minute, r.Create(twd))
 	started := r.helloLoad(t)
 	for i := 2; i <= count+1; i++ {
 		build := r.SetImage(fmt.Sprintf("v%d", i))
-		got := r.WaitCurrent(5*time.Minute, build)
+		// Generous: at load 35-40 a rollout took 5 minutes (2 for the
+		// pod to poll, 3 for Temporal to apply the routing).
+		got := r.WaitCurrent(10*time.Minute, build)
 		a := got.Status.Analysis
 		if a == nil || a.BuildID != build || a.Aborted != "" || len(a.Checks) != 4 {
 			t.Fatalf("analysis of healthy %s: %+v", build, a)

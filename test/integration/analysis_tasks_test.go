@@ -25,7 +25,7 @@ import (
 // row: one failure and the timeouts of its retries); healthy versions
 // through the same check are in TestAnalysisHasNoFalsePositives.
 func TestRolloutAnalysisWorkflowTasks(t *testing.T) {
-	t.Parallel() // a minute of waiting for Temporal's mark, on objects of its own
+	parallel(t) // a minute of waiting for Temporal's mark, on objects of its own
 	r := newRollout(env.NewTest(t), "analysis-wft")
 	twd := r.Spec("v1")
 	twd.Spec.Rollout = v1alpha1.RolloutSpec{
@@ -37,7 +37,7 @@ func TestRolloutAnalysisWorkflowTasks(t *testing.T) {
 		},
 	}
 	v1 := r.Create(twd)
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 	started := r.helloLoad(t)
 
 	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {

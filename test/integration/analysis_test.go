@@ -27,6 +27,7 @@ import (
 // minSamples holds its first step; under dryRun a bad version is only
 // reported, and becomes current.
 func TestRolloutAnalysis(t *testing.T) {
+	parallel(t)
 	r := newRollout(env.NewTest(t), "analysis")
 	twd := r.Spec("v1")
 	twd.Spec.Rollout = v1alpha1.RolloutSpec{
@@ -41,7 +42,7 @@ func TestRolloutAnalysis(t *testing.T) {
 		},
 	}
 	v1 := r.Create(twd)
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 	started := r.helloLoad(t)
 
 	// Healthy versions: every check passes at each step, no abort.

@@ -34,7 +34,7 @@ func autoscaledExample(t *testing.T) (*rollout, string) {
 		t.Fatal("examples/autoscaling/worker.yaml sets spec.replicas: its versions' replicas are the autoscaler's")
 	}
 	build := r.BuildID()
-	r.WaitCurrent(2*time.Minute, build)
+	r.WaitCurrent(5*time.Minute, build)
 	return r, build
 }
 
@@ -104,6 +104,7 @@ func hpaState(h *autoscalingv2.HorizontalPodAutoscaler) string {
 // examples/autoscaling/hpa-cpu.yaml, run by the real HPA controller,
 // scales the version up while its worker burns CPU and back down after.
 func TestCPUAutoscaling(t *testing.T) {
+	parallel(t)
 	r, build := autoscaledExample(t)
 	r.attach("autoscaling/hpa-cpu.yaml")
 	r.Eventually(time.Minute, "kubectl top shows the version's pod", func() (bool, string) {
@@ -125,6 +126,7 @@ func TestCPUAutoscaling(t *testing.T) {
 // workflows queue up behind its two activity slots, then back down once
 // the backlog is gone. The metric and the Prometheus gauge are read too.
 func TestBacklogAutoscaling(t *testing.T) {
+	parallel(t)
 	tt := env.NewTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
@@ -165,12 +167,12 @@ func TestBacklogAutoscaling(t *testing.T) {
 // rainbow_workers_revived_total and status.revival, which kubectl describe
 // shows), and the workflow finishes on it.
 func TestZeroedVersionWithPinnedWorkGetsWorkersBack(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	r := newRollout(env.NewTest(t), "revive")
 	twd := r.Spec("v1")
 	twd.Spec.Replicas = nil
 	v1 := r.Create(twd)
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 	run, err := r.Env.Temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
 		ID: r.Name + "-pinned", TaskQueue: r.TaskQueue,
 	}, demoworker.LongPinnedWorkflow, demoworker.LongInput{})
@@ -261,7 +263,7 @@ func revivalOf(twd *v1alpha1.TemporalWorkerDeployment, build string) *v1alpha1.V
 // version's Deployment, its trigger filled in with the version's Temporal
 // worker deployment, build ID and namespace.
 func TestKEDAExampleApplies(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	crd := `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"scaledobjects.keda.sh"},
 	"spec":{"group":"keda.sh","scope":"Namespaced","names":{"plural":"scaledobjects","singular":"scaledobject","kind":"ScaledObject","listKind":"ScaledObjectList"},
 	"versions":[{"name":"v1alpha1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}`

@@ -27,6 +27,7 @@ const goldenDefaultedBuildID = "v1-6a8a5d029af55fba"
 // every defaulted field of the CRD while holding its parent, so each
 // default is applied once.
 func TestBuildIDIgnoresCRDDefaults(t *testing.T) {
+	parallel(t)
 	tt := env.NewTest(t)
 	ctx := context.Background()
 	written := defaultedTemplate()

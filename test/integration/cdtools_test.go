@@ -260,6 +260,7 @@ func (r *rollout) record(name string, v cdView) {
 // argocd-cm patch is applied with kubectl as docs/cd-tools.md says, and the
 // health check read back from it judges the object the same way.
 func TestCDToolsFollowARollout(t *testing.T) {
+	parallel(t)
 	r := newRollout(env.NewTest(t), "cd")
 
 	// A TWD whose connection does not exist is blocked from the start.
@@ -365,7 +366,7 @@ func TestCDToolsFollowARollout(t *testing.T) {
 	r.waitView(2*time.Minute, "version "+v2+" current: Current and Healthy", func(v cdView) bool {
 		return v.kstatus == status.CurrentStatus && v.health.Status == "Healthy"
 	})
-	r.WaitCurrent(time.Minute, v2)
+	r.WaitCurrent(3*time.Minute, v2)
 
 	// A failing gate on v3 blocks the rollout: Failed and Degraded.
 	failing := gateInput(t, true, "smoke test failed")

@@ -89,9 +89,9 @@ func (w *cdWatch) result() (int, []string) {
 	return w.looks, w.failed
 }
 
-// TestHealthyRolloutsNeverLookFailed: rollouts back to back, each spec
-// applied the moment the last rollout completed (AllAtOnce, then
-// Progressive), while Temporal throttles a quarter of the controller's reads of
+// TestHealthyRolloutsNeverLookFailed: rollouts back to back on two TWDs
+// side by side, each spec applied the moment the last rollout completed
+// (AllAtOnce, then Progressive), while Temporal throttles a quarter of the controller's reads of
 // the worker deployment on top of its own throttling after each routing
 // change. Every status a watch sees is judged by kstatus (Flux, Helm 4) and
 // by the shipped Argo CD health check: not one may say Failed or Degraded.
@@ -99,6 +99,20 @@ func (w *cdWatch) result() (int, []string) {
 // spec met a throttled read, so `helm upgrade --wait` failed a rollout that
 // completed 35 s later.
 func TestHealthyRolloutsNeverLookFailed(t *testing.T) {
+	t.Parallel()
+	// Eight rollouts in all: four on each TWD, which halves the wait (a
+	// loaded machine stretched them to 12 minutes back to back).
+	for i := range 2 {
+		t.Run(fmt.Sprintf("twd-%d", i), func(t *testing.T) {
+			parallel(t)
+			healthyRolloutsLookHealthy(t, 2)
+		})
+	}
+}
+
+// healthyRolloutsLookHealthy runs rounds of two rollouts each (AllAtOnce,
+// then Progressive) under throttled reads, judging every status seen.
+func healthyRolloutsLookHealthy(t *testing.T, rounds int) {
 	tt := env.NewTest(t)
 	proxy, err := faultproxy.NewTemporal(tt.Env.Info.TemporalAddress)
 	if err != nil {
@@ -130,7 +144,6 @@ func TestHealthyRolloutsNeverLookFailed(t *testing.T) {
 		defer mu.Unlock()
 		return rng.IntN(4) == 0
 	}})
-	const rounds = 4
 	for i := range rounds {
 		r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {
 			t.Spec.Template.Spec.Containers[0].Image = fmt.Sprintf("rainbow.local/demo-worker:v%d", 2*i+1)

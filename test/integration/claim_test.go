@@ -28,10 +28,11 @@ import (
 // workflow runs on to the end on A's version. Once A is deleted, B takes
 // the name over.
 func TestSecondTWDCannotClaimWorkerDeployment(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	a := newRollout(env.NewTest(t), "claim-a")
 	v1 := a.Create(a.Spec("v1"))
-	a.WaitCurrent(2*time.Minute, v1)
+	a.WaitCurrent(5*time.Minute, v1)
 	pinned := a.startLong(demoworker.LongPinnedWorkflow)
 	a.Eventually(30*time.Second, "the pinned workflow running on "+v1, func() (bool, string) {
 		on := a.queryBuild(pinned)
@@ -103,7 +104,7 @@ func TestSecondTWDCannotClaimWorkerDeployment(t *testing.T) {
 			t.Errorf("version %s registered in A's worker deployment", build)
 		}
 	}
-	a.WaitCurrent(time.Minute, v1)
+	a.WaitCurrent(3*time.Minute, v1)
 
 	// A's pinned workflow ends where it started.
 	if err := env.Temporal.SignalWorkflow(ctx, pinned.GetID(), pinned.GetRunID(), demoworker.FinishSignal, nil); err != nil {
@@ -136,6 +137,8 @@ func skipClaimWebhook(t *testing.T, twd *v1alpha1.TemporalWorkerDeployment) {
 	twd.Labels[label] = "true"
 	patch := func(sel *metav1.LabelSelector) {
 		t.Helper()
+		webhookConfigMu.Lock()
+		defer webhookConfigMu.Unlock()
 		ctx := context.Background()
 		var vwc admissionregistrationv1.ValidatingWebhookConfiguration
 		if err := env.Kube.Get(ctx, types.NamespacedName{Name: webhookName}, &vwc); err != nil {

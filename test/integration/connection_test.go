@@ -62,6 +62,7 @@ func newConnection(tt *harness.T, name string, spec v1.TemporalConnectionSpec) *
 // finalizer and reports Ready=True after a real health check, with the
 // version the server reports, which is one it supports.
 func TestConnectionExampleIsReady(t *testing.T) {
+	parallel(t)
 	tt := env.NewTest(t)
 	checks := temporal.RPCCountResult("Check", "ok")
 	conn := &v1.TemporalConnection{}
@@ -99,6 +100,7 @@ func TestConnectionExampleIsReady(t *testing.T) {
 // which connections it wakes), and a valid client certificate moves the
 // problem on to the server, which here speaks no TLS.
 func TestConnectionSecretProblems(t *testing.T) {
+	parallel(t)
 	tt := env.NewTest(t)
 	ctx := context.Background()
 	newConnection(tt, "mtls", v1.TemporalConnectionSpec{
@@ -132,6 +134,7 @@ func TestConnectionSecretProblems(t *testing.T) {
 // TestConnectionUnreachable: nothing listens at the address, and the
 // message says what to check.
 func TestConnectionUnreachable(t *testing.T) {
+	parallel(t)
 	tt := env.NewTest(t)
 	addr := harness.FreeAddr()
 	newConnection(tt, "nowhere", v1.TemporalConnectionSpec{HostPort: addr})
@@ -146,6 +149,7 @@ func TestConnectionUnreachable(t *testing.T) {
 // TemporalWorkerDeployment stays while it does, and says which one holds
 // it; deleting the TemporalWorkerDeployment lets it go.
 func TestConnectionDeletionWaitsForWorkerDeployments(t *testing.T) {
+	parallel(t)
 	tt := env.NewTest(t)
 	ctx := context.Background()
 	conn := newConnection(tt, "local", v1.TemporalConnectionSpec{HostPort: env.Info.TemporalAddress})

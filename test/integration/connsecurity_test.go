@@ -34,6 +34,7 @@ import (
 // TemporalConnections but not read a Secret cannot create a connection
 // naming it, nor point one at it later; once allowed to read it, they can.
 func TestConnectionAuthorMustReadItsSecrets(t *testing.T) {
+	parallel(t)
 	tt := env.NewTest(t)
 	ctx := context.Background()
 	key := &corev1.Secret{
@@ -137,6 +138,8 @@ func storeWithoutWebhook(tt *harness.T, conn *v1.TemporalConnection) {
 	}
 	selector := func(s *metav1.LabelSelector) {
 		tt.Helper()
+		webhookConfigMu.Lock()
+		defer webhookConfigMu.Unlock()
 		patch, _ := json.Marshal([]map[string]any{{"op": "add", "path": fmt.Sprintf("/webhooks/%d/objectSelector", i), "value": s}})
 		if err := env.Kube.Patch(ctx, vwc, crclient.RawPatch(types.JSONPatchType, patch)); err != nil {
 			tt.Fatal(err)
@@ -162,6 +165,7 @@ func storeWithoutWebhook(tt *harness.T, conn *v1.TemporalConnection) {
 // the connection controller's probe, not the TemporalWorkerDeployment
 // controller's client, and no worker is made to.
 func TestConnectionAddressNotAllowed(t *testing.T) {
+	parallel(t)
 	tt := env.NewTest(t)
 	ctx := context.Background()
 	// A server of the attacker's choosing, on this machine: any connection

@@ -29,11 +29,12 @@ import (
 // the version still current, a pinned workflow unharmed); a new custom
 // build ID is a new version with a normal rollout.
 func TestCustomBuildIDRollsInPlace(t *testing.T) {
+	parallel(t)
 	r := newRollout(env.NewTest(t), "custom")
 	twd := r.Spec("v1")
 	twd.Spec.WorkerOptions.CustomBuildID = "wf-1"
 	r.Create(twd)
-	r.WaitCurrent(2*time.Minute, "wf-1")
+	r.WaitCurrent(5*time.Minute, "wf-1")
 	first := r.deployment("wf-1")
 	oldPods := r.podNames("wf-1")
 	pinned := r.startLong(demoworker.LongPinnedWorkflow)
@@ -98,7 +99,7 @@ func TestCustomBuildIDRollsInPlace(t *testing.T) {
 	}
 
 	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) { t.Spec.WorkerOptions.CustomBuildID = "wf-2" })
-	got = r.WaitCurrent(2*time.Minute, "wf-2")
+	got = r.WaitCurrent(5*time.Minute, "wf-2")
 	if r.deployment("wf-1") == nil {
 		t.Fatal("the old version's Deployment vanished right after the new version became current")
 	}
@@ -153,6 +154,7 @@ func (r *rollout) replicaSets(build string) []string {
 // records no template hash (made before hashes were recorded) gets the
 // hash back without a new ReplicaSet or a restarted pod.
 func TestDeploymentWithoutTemplateHashIsNotRestarted(t *testing.T) {
+	parallel(t)
 	r := newRollout(env.NewTest(t), "legacy")
 	r.Create(r.Spec("v1"))
 	r.hashRecordedWithoutRestart(r.BuildID(), nil, map[string]any{workload.AnnotationTemplateHash: nil})
@@ -165,6 +167,7 @@ func TestDeploymentWithoutTemplateHashIsNotRestarted(t *testing.T) {
 // ReplicaSet or a restarted pod, even under a custom build ID, which
 // proves nothing of its template.
 func TestMigratedDeploymentIsNotRestarted(t *testing.T) {
+	parallel(t)
 	r := newRollout(env.NewTest(t), "migrated")
 	twd := r.Spec("v1")
 	twd.Spec.WorkerOptions.CustomBuildID = "migrated-1"
@@ -184,7 +187,7 @@ func TestMigratedDeploymentIsNotRestarted(t *testing.T) {
 // template, its ReplicaSets or pods.
 func (r *rollout) hashRecordedWithoutRestart(build string, templateAnnotations, annotations map[string]any) *appsv1.Deployment {
 	r.Helper()
-	r.WaitCurrent(2*time.Minute, build)
+	r.WaitCurrent(5*time.Minute, build)
 	first := r.podNames(build)
 	made := map[string]any{"example.com/made-by": "another-tool"}
 	maps.Copy(made, templateAnnotations)
@@ -251,6 +254,7 @@ func (r *rollout) deploymentsOfTWD() []string {
 // (kubectl apply, client-side) and changes an env var, which the example
 // says is an in-place update.
 func TestCustomBuildIDExample(t *testing.T) {
+	parallel(t)
 	tt := env.NewTest(t)
 	twd := &v1alpha1.TemporalWorkerDeployment{}
 	env.ReadExample(t, "custom-build-id/worker.yaml", twd)
@@ -269,7 +273,7 @@ func TestCustomBuildIDExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	build := twd.Spec.WorkerOptions.CustomBuildID
-	r.WaitCurrent(2*time.Minute, build)
+	r.WaitCurrent(5*time.Minute, build)
 
 	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {
 		setEnv(&t.Spec.Template.Spec.Containers[0], "LOG_LEVEL", "debug")

@@ -34,6 +34,7 @@ import (
 // only view, run with that user's own token, shows the API server's
 // refusal of a pause.
 func TestDashboard(t *testing.T) {
+	parallel(t)
 	chromium := ""
 	for _, name := range []string{"chromium-headless-shell", "chromium"} {
 		if p, err := exec.LookPath(name); err == nil {
@@ -113,7 +114,7 @@ func TestDashboard(t *testing.T) {
 		// Gone if the page reloads.
 		discard(chromedp.Evaluate[bool](`window.loadedOnce = true`)))
 	waitPage(v1+" current", row(v1, `[data-role="target"][data-status="Current"]`))
-	r.WaitCurrent(time.Minute, v1)
+	r.WaitCurrent(3*time.Minute, v1)
 
 	// (3) a rollout: the ramp changes on the page, no reload.
 	v2 := r.SetImage("v2")

@@ -27,13 +27,14 @@ import (
 // traffic and workers, and the aborted version is scaled to zero. A good
 // spec then rolls out and the conditions return to Ready.
 func TestProgressDeadlineFailsStuckRollouts(t *testing.T) {
+	parallel(t)
 	r, example := createExample(t, "rollouts/deadline.yaml", nil)
 	if d := example.Spec.Rollout.ProgressDeadline; d == nil || !example.Spec.Rollout.ProgressDeadlineAbort {
 		t.Fatalf("the example sets no progressDeadline with progressDeadlineAbort: %+v", example.Spec.Rollout)
 	}
 	w := watchCD(t, r.Namespace, r.Name)
 	v1 := r.BuildID()
-	requireComplete(t, r.WaitCurrent(2*time.Minute, v1))
+	requireComplete(t, r.WaitCurrent(5*time.Minute, v1))
 	if looks, failed := w.result(); len(failed) > 0 {
 		t.Fatalf("%d of %d looks at a healthy rollout said Failed or Degraded:\n%s", len(failed), looks, strings.Join(failed, "\n"))
 	}
@@ -139,7 +140,7 @@ func TestProgressDeadlineFailsStuckRollouts(t *testing.T) {
 	if v4 == buildid.Of(&example.Spec) {
 		t.Fatal("the good spec has the first version's build ID")
 	}
-	requireComplete(t, r.WaitCurrent(2*time.Minute, v4))
+	requireComplete(t, r.WaitCurrent(5*time.Minute, v4))
 	r.waitView(time.Minute, "kstatus Current and Argo CD Healthy", func(v cdView) bool {
 		return v.kstatus == status.CurrentStatus && v.health.Status == "Healthy"
 	})

@@ -26,6 +26,7 @@ import (
 // foreground deletion, which would have the garbage collector delete the
 // workers first, is refused by the shipped admission policy.
 func TestDeletionWaitsForPinnedWorkflows(t *testing.T) {
+	parallel(t)
 	r, v1, pinned := pinnedDeletionRollout(t, "deletion-drain")
 	err := r.Env.Kube.Delete(context.Background(), r.Get(), crclient.PropagationPolicy(metav1.DeletePropagationForeground))
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "background propagation") {
@@ -62,7 +63,7 @@ func TestDeletionWaitsForPinnedWorkflows(t *testing.T) {
 	r.Update(func(twd *v1alpha1.TemporalWorkerDeployment) {
 		twd.Spec.Deletion.MaxDrainWait = &metav1.Duration{Duration: time.Second}
 	})
-	r.waitGone(3 * time.Minute)
+	r.waitGone(drainBound)
 	if d := r.deployment(v1); d != nil {
 		t.Fatalf("Deployment %s outlived its TWD", d.Name)
 	}
@@ -75,7 +76,7 @@ func TestDeletionWaitsForPinnedWorkflows(t *testing.T) {
 func pinnedDeletionRollout(t *testing.T, name string) (*rollout, string, client.WorkflowRun) {
 	r := newRollout(env.NewTest(t), name)
 	v1 := r.Create(r.Spec("v1"))
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 	pinned := r.startLong(demoworker.LongPinnedWorkflow)
 	r.Eventually(30*time.Second, "a foreground deletion refused", func() (bool, string) {
 		err := r.Env.Kube.Delete(context.Background(), r.Get(), crclient.PropagationPolicy(metav1.DeletePropagationForeground), crclient.DryRunAll)
@@ -99,6 +100,7 @@ func errString(err error) string {
 // kubectl delete still work, and the deletion still waits for the pinned
 // workflow's version to drain.
 func TestDeletionPolicyRefusesGCFinalizers(t *testing.T) {
+	parallel(t)
 	r, v1, pinned := pinnedDeletionRollout(t, "deletion-gc-finalizers")
 	defer func() { _ = r.Env.Temporal.TerminateWorkflow(context.Background(), pinned.GetID(), "", "test over") }()
 	ctx := context.Background()
@@ -148,5 +150,5 @@ func TestDeletionPolicyRefusesGCFinalizers(t *testing.T) {
 	r.Update(func(twd *v1alpha1.TemporalWorkerDeployment) {
 		twd.Spec.Deletion.MaxDrainWait = &metav1.Duration{Duration: time.Second}
 	})
-	r.waitGone(3 * time.Minute)
+	r.waitGone(drainBound)
 }

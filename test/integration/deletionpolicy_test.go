@@ -19,6 +19,7 @@ import (
 // the policy was installed). TestDeletionPolicyRefusesGCFinalizers sends the
 // others through the API server.
 func TestDeletionPolicyRules(t *testing.T) {
+	parallel(t)
 	policy := shippedDeletionPolicy(t)
 	twd := func(finalizers ...string) map[string]any {
 		fs := make([]any, len(finalizers))

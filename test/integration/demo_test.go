@@ -23,6 +23,7 @@ import (
 // while the pinned workflow runs there, then scaled down and deleted; each
 // version had its own HPA, from examples/twor-hpa.yaml.
 func TestDemo(t *testing.T) {
+	parallel(t)
 	tt := env.NewTest(t)
 	r := &rollout{&harness.Rollout{T: tt, Name: "demo-worker", TaskQueue: tt.TaskQueue("demo")}}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -89,6 +90,7 @@ func TestDemo(t *testing.T) {
 // the evidence (the check's verdicts, the abort, the Event) and how to retry
 // or undo.
 func TestDemoAbort(t *testing.T) {
+	parallel(t)
 	tt := env.NewTest(t)
 	r := &rollout{&harness.Rollout{T: tt, Name: "demo-abort", TaskQueue: tt.TaskQueue("abort")}}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)

@@ -21,6 +21,7 @@ import (
 // Deployment controller's in-place update: with maxSurge 0 the version
 // never runs more pods than its replicas while its template rolls.
 func TestDeploymentSettingsReachRunningVersions(t *testing.T) {
+	parallel(t)
 	r := newRollout(env.NewTest(t), "settings")
 	twd := r.Spec("v1")
 	twd.Spec.Replicas = ptr.To[int32](2)
@@ -36,7 +37,7 @@ func TestDeploymentSettingsReachRunningVersions(t *testing.T) {
 	if got := r.Get().Spec.Template; got.Labels["app.kubernetes.io/part-of"] != "payments" || got.Annotations["prometheus.io/scrape"] != "true" {
 		t.Fatalf("the API server kept spec.template.metadata as %+v: the CRD must describe it (controller-gen crd:generateEmbeddedObjectMeta)", got.ObjectMeta)
 	}
-	r.WaitCurrent(2*time.Minute, "wf-1")
+	r.WaitCurrent(5*time.Minute, "wf-1")
 	d := r.deployment("wf-1")
 	if d.Spec.Template.Labels["app.kubernetes.io/part-of"] != "payments" || d.Spec.Template.Annotations["prometheus.io/scrape"] != "true" {
 		t.Fatalf("pod template labels %v, annotations %v: the TWD's template metadata is missing", d.Spec.Template.Labels, d.Spec.Template.Annotations)

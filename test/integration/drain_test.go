@@ -26,7 +26,7 @@ func exampleRollout(t *testing.T, file string, mutate func(*v1alpha1.TemporalWor
 	t.Helper()
 	r, _ := createExample(t, file, mutate)
 	v1 := r.BuildID()
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 	return r, v1
 }
 
@@ -62,7 +62,7 @@ func (r *rollout) rollOutV2WithPinned(n int) ([]client.WorkflowRun, string) {
 		})
 	}
 	v2 := r.SetImage("v2")
-	r.WaitCurrent(2*time.Minute, v2)
+	r.WaitCurrent(5*time.Minute, v2)
 	return pinned, v2
 }
 
@@ -90,6 +90,7 @@ type stopAction struct {
 // than a pass's worth at a time; v1 then drains and is retired. Under
 // DryRun the workflow is only counted.
 func TestDrainDeadline(t *testing.T) {
+	t.Parallel()
 	cancelled := func(d *v1alpha1.VersionDrain) int32 { return d.CancelRequested }
 	terminated := func(d *v1alpha1.VersionDrain) int32 { return d.Terminated }
 	for _, a := range []stopAction{
@@ -100,12 +101,12 @@ func TestDrainDeadline(t *testing.T) {
 			ended: temporal.IsTerminatedError, status: enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED},
 	} {
 		t.Run(string(a.action), func(t *testing.T) {
-			t.Parallel()
+			parallel(t)
 			drainDeadlineStops(t, a)
 		})
 	}
 	t.Run("DryRun", func(t *testing.T) {
-		t.Parallel()
+		parallel(t)
 		r, v1 := exampleRollout(t, "drain/deadline.yaml", func(twd *v1alpha1.TemporalWorkerDeployment) {
 			twd.Spec.Sunset.DrainAction = v1alpha1.DrainDryRun
 		})
@@ -174,11 +175,16 @@ func drainDeadlineStops(t *testing.T, a stopAction) {
 			from = d.SeenAt.Time
 		}
 	}
-	if d.DrainingSince == nil || d.SeenAt == nil || d.Deadline == nil || d.LastActionAt == nil || !d.Deadline.Equal(&metav1.Time{Time: from.Add(max)}) ||
-		d.LastActionAt.Before(d.Deadline) || a.done(d) != n || a.other(d) != 0 || d.Signalled != 0 || d.Pending != 0 ||
+	// The record drops its deadline once v1 is no longer draining (its runs
+	// ended); on a busy machine the first look may come after that.
+	deadline := metav1.Time{Time: from.Add(max)}
+	deadlineShown := d.Deadline != nil && d.Deadline.Equal(&deadline) ||
+		d.Deadline == nil && versionStatus(twd, v1) != v1alpha1.VersionDraining
+	if d.DrainingSince == nil || d.SeenAt == nil || !deadlineShown || d.LastActionAt == nil ||
+		d.LastActionAt.Before(&deadline) || a.done(d) != n || a.other(d) != 0 || d.Signalled != 0 || d.Pending != 0 ||
 		d.Overdue < 1 || d.Overdue > n || len(d.StoppedRuns) != a.pinned {
-		t.Fatalf("acted before the deadline, or status does not say: %s, drainingSince %v, lastActionAt %v, %d runs remembered",
-			drainText(d), d.DrainingSince, d.LastActionAt, len(d.StoppedRuns))
+		t.Fatalf("acted before the deadline, or status does not say: %s, drainingSince %v, lastActionAt %v, %d runs remembered, version %s",
+			drainText(d), d.DrainingSince, d.LastActionAt, len(d.StoppedRuns), versionStatus(twd, v1))
 	}
 	r.Logf("%s: %d runs done %s after the test saw v2 current (maxDrainDuration %s); %s", a.action, n, time.Since(promoted).Round(time.Second), max, drainText(d))
 
@@ -273,6 +279,7 @@ func (r *rollout) checkStopEvents(a stopAction, n int) {
 // new, its next run runs on v2 and completes there, and v1 drains without
 // waiting for the workflow.
 func TestContinueAsNewSignal(t *testing.T) {
+	parallel(t)
 	r, v1 := exampleRollout(t, "drain/continue-as-new.yaml", func(twd *v1alpha1.TemporalWorkerDeployment) {
 		if s := twd.Spec.Sunset.ContinueAsNewSignal; s == nil || s.Name != demoworker.ContinueAsNewSignal {
 			t.Fatalf("the example's signal %+v is not the demo worker's %q", s, demoworker.ContinueAsNewSignal)

@@ -25,6 +25,7 @@ import (
 // from their env and run a workflow, and deleting the Deployment
 // garbage-collects everything and stops the processes.
 func TestEnvironmentIsReal(t *testing.T) {
+	parallel(t)
 	tt := env.NewTest(t)
 	ctx := context.Background()
 	deploymentName := tt.Namespace + "/demo"

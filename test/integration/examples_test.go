@@ -23,6 +23,7 @@ import (
 // set-current-version completes it. Only the namespaces, the Temporal address
 // and the task queue are changed, so that tests do not share them.
 func TestExamplesRollOut(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob(filepath.Join(env.Root, "examples", "rollouts", "*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no examples in examples/rollouts: %v", err)
@@ -30,13 +31,13 @@ func TestExamplesRollOut(t *testing.T) {
 	for _, file := range files {
 		name := strings.TrimSuffix(filepath.Base(file), ".yaml")
 		t.Run(name, func(t *testing.T) {
-			t.Parallel()
+			parallel(t)
 			r, twd := createExample(t, filepath.Join("rollouts", filepath.Base(file)), nil)
 			build := r.BuildID()
 
 			switch twd.Spec.Rollout.Strategy {
 			case v1alpha1.StrategyAllAtOnce:
-				got := r.WaitCurrent(2*time.Minute, build)
+				got := r.WaitCurrent(5*time.Minute, build)
 				requireComplete(t, got)
 				if twd.Spec.Rollout.Gate != nil {
 					if g := got.Status.Gate; g == nil || g.BuildID != build || g.Result != "Succeeded" {
@@ -44,7 +45,7 @@ func TestExamplesRollOut(t *testing.T) {
 					}
 				}
 			case v1alpha1.StrategyProgressive:
-				requireComplete(t, r.WaitCurrent(2*time.Minute, build))
+				requireComplete(t, r.WaitCurrent(5*time.Minute, build))
 				if twd.Spec.Rollout.Analysis != nil {
 					// The analysis needs workflows to count on each version.
 					r.helloLoad(t)
@@ -75,7 +76,7 @@ func TestExamplesRollOut(t *testing.T) {
 				}); err != nil {
 					t.Fatal(err)
 				}
-				requireComplete(t, r.WaitCurrent(time.Minute, build))
+				requireComplete(t, r.WaitCurrent(3*time.Minute, build))
 			default:
 				t.Fatalf("no expectation for strategy %q: add one to this test", twd.Spec.Rollout.Strategy)
 			}

@@ -27,6 +27,7 @@ import (
 // not exist creates nothing and says so; a connection whose Secret is
 // missing is AuthSecretInvalid; fixing the connection lets the rollout go.
 func TestMissingConnectionThenBadSecret(t *testing.T) {
+	parallel(t)
 	tt := env.NewTest(t)
 	r := &rollout{&harness.Rollout{T: tt, Name: "noconn", TaskQueue: tt.TaskQueue("noconn")}}
 	r.Create(r.Spec("v1"))
@@ -68,7 +69,7 @@ func TestMissingConnectionThenBadSecret(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r.WaitCurrent(2*time.Minute, r.BuildID())
+	r.WaitCurrent(5*time.Minute, r.BuildID())
 }
 
 // TestTemporalOutageScalesNothingDown: while Temporal is unreachable the
@@ -76,6 +77,7 @@ func TestMissingConnectionThenBadSecret(t *testing.T) {
 // retire at once, reports why, and finishes the rollout when Temporal
 // returns.
 func TestTemporalOutageScalesNothingDown(t *testing.T) {
+	parallel(t)
 	tt := env.NewTest(t)
 	proxy := startProxy(t, tt.Env.Info.TemporalAddress)
 	r := &rollout{&harness.Rollout{T: tt, Name: "outage", TaskQueue: tt.TaskQueue("outage")}}
@@ -88,15 +90,17 @@ func TestTemporalOutageScalesNothingDown(t *testing.T) {
 	}
 	const scaledownDelay = 20 * time.Second
 	twd := r.Spec("v1")
-	twd.Spec.Sunset.ScaledownDelay = &metav1.Duration{Duration: scaledownDelay}
+	twd.Spec.Sunset.ScaledownDelay = &metav1.Duration{Duration: time.Hour}
 	twd.Spec.Sunset.DeleteDelay = &metav1.Duration{Duration: 0}
 	v1 := r.Create(twd)
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 	v2 := r.SetImage("v2")
-	r.WaitCurrent(2*time.Minute, v2)
+	r.WaitCurrent(5*time.Minute, v2)
 	// v1 has no open workflow: once Temporal reports it drained, it is due
-	// for scale-down scaledownDelay later, which falls into the outage.
-	drained := r.waitFor(time.Minute, v1+" Drained", func(t *v1alpha1.TemporalWorkerDeployment) bool {
+	// for scale-down scaledownDelay later, which falls into the outage: the
+	// delay is an hour until the outage starts (a loaded machine may see
+	// the drain only after scaledownDelay), and scaledownDelay from then.
+	drained := r.waitFor(drainBound, v1+" Drained", func(t *v1alpha1.TemporalWorkerDeployment) bool {
 		for _, v := range t.Status.DeprecatedVersions {
 			if v.BuildID == v1 && v.Status == v1alpha1.VersionDrained && v.DrainedSince != nil {
 				return true
@@ -112,7 +116,11 @@ func TestTemporalOutageScalesNothingDown(t *testing.T) {
 	}
 
 	proxy.stop()
-	v3 := r.SetImage("v3")
+	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {
+		t.Spec.Template.Spec.Containers[0].Image = harness.DemoImage("v3")
+		t.Spec.Sunset.ScaledownDelay = &metav1.Duration{Duration: scaledownDelay}
+	})
+	v3 := r.BuildID()
 	// For the first minute the rollout waits for Temporal (no CD tool
 	// fails it), then it is reported as an outage.
 	r.waitFor(time.Minute, "Progressing=True with reason WaitingForTemporal, not Stalled", func(t *v1alpha1.TemporalWorkerDeployment) bool {
@@ -144,7 +152,7 @@ func TestTemporalOutageScalesNothingDown(t *testing.T) {
 	}
 	r.holdsWorkers(10*time.Second, v3)
 	proxy.start()
-	r.waitGone(3 * time.Minute)
+	r.waitGone(drainBound)
 }
 
 // waitOutageReason waits for Progressing to report that Temporal cannot be
@@ -166,7 +174,7 @@ func (r *rollout) deleteAndWait() {
 	if err := r.Env.Kube.Delete(context.Background(), r.Get()); err != nil {
 		r.Fatal(err)
 	}
-	r.waitGone(3 * time.Minute)
+	r.waitGone(drainBound)
 }
 
 // waitGone waits until the TWD's finalizer let it go.
@@ -189,9 +197,10 @@ func (r *rollout) waitGone(timeout time.Duration) {
 // off, removes the Deployments, then the versions and the worker
 // deployment from Temporal, and only then lets the object go.
 func TestDeletingTheTWDRemovesItFromTemporal(t *testing.T) {
+	parallel(t)
 	r := newRollout(env.NewTest(t), "deletion")
 	v1 := r.Create(r.Spec("v1"))
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 	r.deleteAndWait()
 	if d := r.deployment(v1); d != nil {
 		t.Fatalf("Deployment %s outlived its TWD", d.Name)
@@ -277,9 +286,10 @@ func (p *proxy) stop() {
 // reaches the running version's pods by a rolling update, without a new
 // build ID, and the version stays current.
 func TestConnectionChangeRollsRunningVersions(t *testing.T) {
+	parallel(t)
 	r := newRollout(env.NewTest(t), "reconnect")
 	v1 := r.Create(r.Spec("v1"))
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 	before := r.deployment(v1)
 
 	// The same server under another name: the workers' address changes.
@@ -306,7 +316,7 @@ func TestConnectionChangeRollsRunningVersions(t *testing.T) {
 	if d := r.deployment(v1); d.UID != before.UID {
 		t.Fatal("the Deployment was replaced instead of rolled")
 	}
-	r.WaitCurrent(time.Minute, v1)
+	r.WaitCurrent(3*time.Minute, v1)
 	if got := r.hello(); !strings.Contains(got, v1) {
 		t.Fatalf("after the connection change Hello ran on %q, want %s", got, v1)
 	}
@@ -319,9 +329,10 @@ func TestConnectionChangeRollsRunningVersions(t *testing.T) {
 // the rollout says why and how to go on, and a new version starts on the
 // connection's server while the old one is left running.
 func TestConnectionToAnotherServerMovesNoWorkers(t *testing.T) {
+	parallel(t)
 	r := newRollout(env.NewTest(t), "otherserver")
 	v1 := r.Create(r.Spec("v1"))
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 	d := r.deployment(v1)
 	if d.Annotations[workload.AnnotationNamespaceID] == "" {
 		t.Fatalf("Deployment %s does not record its Temporal namespace ID: %v", d.Name, d.Annotations)

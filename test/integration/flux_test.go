@@ -179,6 +179,7 @@ func fluxStatus(t *testing.T, e fluxHealthCheckExpr, u *unstructured.Unstructure
 // failed gate is Failed for both. It also runs the kubectl snippets of
 // docs/cd-tools.md against the object, as written.
 func TestFluxExampleHealthChecks(t *testing.T) {
+	parallel(t)
 	ks := readFluxKustomization(t, "orders.yaml")
 	ksCEL := readFluxKustomization(t, "orders-cel.yaml")
 	if len(ksCEL.Spec.HealthCheckExprs) != 1 || ksCEL.Spec.HealthCheckExprs[0].Kind != "TemporalWorkerDeployment" {
@@ -279,14 +280,14 @@ func TestFluxExampleHealthChecks(t *testing.T) {
 		flux(2*time.Minute, status.CurrentStatus)
 	}
 	v1 := r.BuildID()
-	r.WaitCurrent(time.Minute, v1)
+	r.WaitCurrent(3*time.Minute, v1)
 
 	// A commit changes the image: InProgress while v2 ramps, then Current.
 	r.SetImage("v2")
 	if seen := flux(3*time.Minute, status.CurrentStatus); !seen[status.InProgressStatus] {
 		t.Fatal("the second rollout never was InProgress")
 	}
-	r.WaitCurrent(time.Minute, r.BuildID())
+	r.WaitCurrent(3*time.Minute, r.BuildID())
 
 	// docs/cd-tools.md, kubectl: apply and wait (v3).
 	snippets := kubectlSnippets(t)

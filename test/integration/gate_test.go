@@ -25,9 +25,10 @@ import (
 // has passed the controller terminates it, with a reason in its history.
 // It then no longer keeps v2 draining, and the new target's own gate runs.
 func TestSupersededGateIgnoringCancellationIsTerminated(t *testing.T) {
+	parallel(t)
 	r := newRollout(env.NewTest(t), "stubborn-gate")
 	v1 := r.Create(r.Spec("v1"))
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 
 	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {
 		t.Spec.Template.Spec.Containers[0].Image = "rainbow.local/demo-worker:v2"

@@ -26,6 +26,7 @@ import (
 // so schemas, RBAC references and the Deployment are known valid.
 // TestMain applied config/rbac for real and runs the controller with it.
 func TestKustomizeConfigDefault(t *testing.T) {
+	parallel(t)
 	out, m := buildKustomization(t, "config/default")
 	kinds := map[string]int{}
 	for _, obj := range m.objects {
@@ -72,6 +73,7 @@ func TestKustomizeConfigDefault(t *testing.T) {
 // the manager's own rotation turned off. The server-side dry run leaves
 // out the cert-manager objects, whose CRDs this cluster does not have.
 func TestKustomizeCertManager(t *testing.T) {
+	parallel(t)
 	_, m := buildKustomization(t, "config/cert-manager")
 	var rest []any
 	kinds := map[string]int{}
@@ -229,6 +231,7 @@ func (m *manifests) checkWebhook(t *testing.T, rotationArg string) {
 // any kind, as docs/owned-resources.md shows, and checks that only it
 // grants the wildcard, to the controller's service account.
 func TestKustomizeOwnedResourcesAnyKind(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	rel, err := filepath.Rel(dir, env.Root)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,7 +32,11 @@ var env *harness.Env
 // The in-process controller's endpoints.
 var probeAddr, metricsAddr string
 
-func TestMain(m *testing.M) { harness.Main(m, &env, startManager) }
+func TestMain(m *testing.M) {
+	harness.DefaultParallel(defaultParallel)
+	useSlots()
+	harness.Main(m, &env, startManager)
+}
 
 // managerUser is the service account config/rbac binds: the controller
 // runs with exactly the permissions the manifests grant, so a missing
@@ -46,6 +51,11 @@ const testAllowedHosts = "127.0.0.1,localhost,[::1],temporal,temporal.example.co
 // Secret of its certificate: config/rbac's name, the only webhook
 // configuration the controller may write.
 const webhookName = "rainbow-validating-webhook"
+
+// webhookConfigMu serializes the tests' patches of that configuration
+// (each narrows one webhook's selectors): they run in parallel, and a
+// merge patch replaces the whole list of webhooks it read.
+var webhookConfigMu sync.Mutex
 
 // startManager applies config/rbac and runs the controller in this process
 // as managerUser, logging to manager.log in the environment's directory.

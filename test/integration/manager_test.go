@@ -14,6 +14,7 @@ import (
 // TestManagerServesProbesAndMetrics: the controller TestMain started
 // answers its health probes and exports both controllers' metrics.
 func TestManagerServesProbesAndMetrics(t *testing.T) {
+	parallel(t)
 	get := func(url string) string {
 		t.Helper()
 		resp, err := http.Get(url)

@@ -154,6 +154,7 @@ func (in *incumbent) route(deployment, build string) {
 // through Rainbow, and that the incumbent's versions were retired by
 // Rainbow's rules.
 func TestMigrateFromTheWorkerController(t *testing.T) {
+	parallel(t)
 	tt := env.NewTest(t)
 	ctx := context.Background()
 	const name = "orders"
@@ -277,7 +278,7 @@ func TestMigrateFromTheWorkerController(t *testing.T) {
 
 	// Rainbow holds v2 as current with its own build ID kept, and took the
 	// manager role with an Event.
-	twd := r.WaitCurrent(2*time.Minute, v2)
+	twd := r.WaitCurrent(5*time.Minute, v2)
 	if v := workerVersionOf(twd, v2); v == nil || v.Deployment != d2.Name {
 		t.Fatalf("status does not record Deployment %s of %s: %s", d2.Name, v2, describe(twd))
 	}

@@ -280,6 +280,8 @@ func counts(rr *rollout) map[notify.Format]int {
 // receiver that was down gets what it missed once it is back; and one
 // that hangs holds up no rollout.
 func TestNotificationsFollowTheRollout(t *testing.T) {
+	// Not parallel: it takes the package's shared receivers down and hangs
+	// them, so other tests' notifications would queue ahead of its own.
 	r := newRollout(env.NewTest(t), "notify")
 	twd := r.Spec("v1")
 	twd.Spec.Rollout = v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyProgressive, Steps: steps([]int32{50}, 2*time.Second)}
@@ -287,9 +289,9 @@ func TestNotificationsFollowTheRollout(t *testing.T) {
 	twd.Spec.Sunset.DeleteDelay = &metav1.Duration{Duration: 2 * time.Second}
 	twd.Spec.Replicas = ptr.To[int32](1)
 	v1 := r.Create(twd)
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 	v2 := r.SetImage("v2")
-	r.WaitCurrent(2*time.Minute, v2)
+	r.WaitCurrent(5*time.Minute, v2)
 	// The first version has nobody to share traffic with: no step.
 	waitNotes(r, 3*time.Minute, nil,
 		note{notify.RolloutStarted, v1}, note{notify.RolloutPromoted, v1},
@@ -312,7 +314,7 @@ func TestNotificationsFollowTheRollout(t *testing.T) {
 		}
 	}()
 	v3 := r.SetImage("v3")
-	r.WaitCurrent(2*time.Minute, v3)
+	r.WaitCurrent(5*time.Minute, v3)
 	if got := web.notes(r, before[notify.FormatWebhook]); len(got) != 0 {
 		t.Fatalf("the receiver that is down got %v", got)
 	}
@@ -341,7 +343,7 @@ func TestNotificationsFollowTheRollout(t *testing.T) {
 	}
 	defer release()
 	v4 := r.SetImage("v4")
-	r.WaitCurrent(2*time.Minute, v4)
+	r.WaitCurrent(5*time.Minute, v4)
 	for f, rc := range receivers {
 		rc.mu.Lock()
 		hung := slices.ContainsFunc(rc.hung, func(e notify.Event) bool { return e.Namespace == r.Namespace && e.Name == r.Name })

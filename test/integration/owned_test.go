@@ -40,11 +40,12 @@ import (
 // sunset; deleting an owned resource deletes its copies; deleting the TWD
 // removes everything.
 func TestOwnedResourcesFollowVersions(t *testing.T) {
+	parallel(t)
 	r := newRollout(env.NewTest(t), "owned")
 	twd := r.Spec("v1")
 	twd.Spec.Replicas = nil
 	v1 := r.Create(twd)
-	readySince := findCondition(r.WaitCurrent(2*time.Minute, v1), v1alpha1.ConditionReady).LastTransitionTime
+	readySince := findCondition(r.WaitCurrent(5*time.Minute, v1), v1alpha1.ConditionReady).LastTransitionTime
 
 	v2 := r.BuildIDOf("v2")
 	hpa := r.ownedExample("twor-hpa.yaml")
@@ -87,7 +88,7 @@ func TestOwnedResourcesFollowVersions(t *testing.T) {
 	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {
 		t.Spec.Sunset.DeleteDelay = &metav1.Duration{Duration: 4 * time.Second}
 	})
-	r.WaitCurrent(time.Minute, v1)
+	r.WaitCurrent(3*time.Minute, v1)
 	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
 		if got := ptr.Deref(r.deployment(v1).Spec.Replicas, 0); got != 2 {
 			t.Fatalf("the replicas of %s went from the HPA's 2 to %d", v1, got)
@@ -153,7 +154,7 @@ func TestOwnedResourcesFollowVersions(t *testing.T) {
 	if err := r.Env.Kube.Delete(context.Background(), r.Get()); err != nil {
 		t.Fatal(err)
 	}
-	r.Eventually(3*time.Minute, "the TWD, its Deployments, owned resources and copies are gone", func() (bool, string) {
+	r.Eventually(drainBound, "the TWD, its Deployments, owned resources and copies are gone", func() (bool, string) {
 		var twors v1alpha1.TemporalWorkerOwnedResourceList
 		var hpas autoscalingv2.HorizontalPodAutoscalerList
 		var pdbs policyv1.PodDisruptionBudgetList
@@ -181,6 +182,7 @@ func TestOwnedResourcesFollowVersions(t *testing.T) {
 // write {}; with {} the object is admitted. examples/autoscaling/
 // hpa-backlog.yaml, applied client-side, gets its copy too.
 func TestOwnedExamplesEveryWayOfApplying(t *testing.T) {
+	t.Parallel()
 	for _, way := range []struct {
 		name string
 		how  [][]string // one kubectl command after the other
@@ -191,10 +193,10 @@ func TestOwnedExamplesEveryWayOfApplying(t *testing.T) {
 		{"client-side apply over server-side apply", [][]string{harness.ServerSideApply, harness.ClientSideApply}},
 	} {
 		t.Run(way.name, func(t *testing.T) {
-			t.Parallel()
+			parallel(t)
 			r := newRollout(env.NewTest(t), "owned")
 			build := r.Create(r.Spec("v1"))
-			r.WaitCurrent(2*time.Minute, build)
+			r.WaitCurrent(5*time.Minute, build)
 			clientSide := slices.Equal(way.how[len(way.how)-1], harness.ClientSideApply)
 			for _, file := range []string{"twor-hpa.yaml", "twor-pdb.yaml"} {
 				var or *v1alpha1.TemporalWorkerOwnedResource
@@ -226,7 +228,7 @@ func TestOwnedExamplesEveryWayOfApplying(t *testing.T) {
 	// The one owned-resource example no other test applies with kubectl
 	// (TestBacklogAutoscaling's demo program creates it).
 	t.Run("autoscaling/hpa-backlog.yaml, client-side apply", func(t *testing.T) {
-		t.Parallel()
+		parallel(t)
 		r := newRollout(env.NewTest(t), "backlog")
 		twd := r.Spec("v1")
 		twd.Spec.Replicas = nil
@@ -242,7 +244,7 @@ func TestOwnedExamplesEveryWayOfApplying(t *testing.T) {
 		}
 	})
 	t.Run("a dropped null that nothing fills in", func(t *testing.T) {
-		t.Parallel()
+		parallel(t)
 		tt := env.NewTest(t)
 		hpa := func(matchLabels string) *v1alpha1.TemporalWorkerOwnedResource {
 			return ownedResource(tt.Namespace, "backlog", `{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","spec":{"scaleTargetRef":null,"minReplicas":1,"maxReplicas":3,`+

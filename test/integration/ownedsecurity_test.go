@@ -31,11 +31,12 @@ import (
 // the entries. The real copies are still managed: each version has its
 // HPA, and deleting the owned resource deletes them.
 func TestOwnedStatusIsNoDeleteList(t *testing.T) {
+	parallel(t)
 	tt := env.NewTest(t)
 	r := newRollout(tt, "ownedsec")
 	ctx := context.Background()
 	v1 := r.Create(r.Spec("v1"))
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 	hpa := r.ownedExample("twor-hpa.yaml")
 	r.applyOwned(hpa, harness.ServerSideApply)
 	pinned, v2 := r.rollOutV2WithPinned(1)
@@ -155,11 +156,12 @@ var bombTemplate = `{{ $x := "ab" }}` + strings.Repeat(`{{ $x = printf "%s%s" $x
 // another TWD rolls out. The webhook refusing the template outright is a
 // row of TestAdmissionTable.
 func TestOwnedTemplateCannotExhaustMemory(t *testing.T) {
+	parallel(t)
 	tt := env.NewTest(t)
 	ctx := context.Background()
 	r := newRollout(tt, "bomb")
 	v1 := r.Create(r.Spec("v1"))
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 
 	pdb := func(name, note string) *v1alpha1.TemporalWorkerOwnedResource {
 		return r.ownedPDB(name, map[string]any{"annotations": map[string]any{"example.com/note": note}})
@@ -202,7 +204,7 @@ func TestOwnedTemplateCannotExhaustMemory(t *testing.T) {
 	// The controller works for everyone else.
 	other := &rollout{&harness.Rollout{T: tt, Name: "bystander", TaskQueue: tt.TaskQueue("bystander")}}
 	other.Create(other.Spec("v1"))
-	other.WaitCurrent(2*time.Minute, other.BuildID())
+	other.WaitCurrent(5*time.Minute, other.BuildID())
 }
 
 // skipWebhook makes the API server skip the TemporalWorkerOwnedResource
@@ -211,6 +213,8 @@ func TestOwnedTemplateCannotExhaustMemory(t *testing.T) {
 func skipWebhook(t *testing.T, ns string) (restore func()) {
 	t.Helper()
 	patch := func(selector string) error {
+		webhookConfigMu.Lock()
+		defer webhookConfigMu.Unlock()
 		vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhookName}}
 		return env.Kube.Patch(context.Background(), vwc, crclient.RawPatch(types.StrategicMergePatchType, fmt.Appendf(nil,
 			`{"webhooks":[{"name":"temporalworkerownedresources.validate.temporal.io","namespaceSelector":%s}]}`, selector)))
@@ -237,9 +241,10 @@ func skipWebhook(t *testing.T, ns string) (restore func()) {
 // bounded instead: Ready says what failed, the version's message ends in a
 // note of what was left out, and the other version's copy is on record.
 func TestOwnedHugeErrorKeepsStatusWritable(t *testing.T) {
+	parallel(t)
 	r := newRollout(env.NewTest(t), "ownedhuge")
 	v1 := r.Create(r.Spec("v1"))
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 	v2 := r.BuildIDOf("v2")
 	loud := r.ownedPDB("loud", map[string]any{"labels": map[string]any{
 		// Only v2's copy gets the value, too long for a label.

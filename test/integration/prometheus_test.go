@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -30,23 +31,57 @@ import (
 // inconclusive, and no other test has any.
 var promAddr = harness.FreeAddr()
 
-// startPrometheus runs Debian's Prometheus server (make promtool installs
-// it) on promAddr until the test ends, storing in a temporary directory
-// and scraping every second each running pod, in any namespace, with a
-// container port named metrics, at the pod's IP and that port: what a
-// pod-role kubernetes_sd_configs job keeping that port name scrapes.
-// Debian builds Prometheus without Kubernetes service discovery, so the
-// test lists those pods itself and keeps a file_sd file of them up to date.
+// startPrometheus makes sure Debian's Prometheus server (make promtool
+// installs it) runs on promAddr until the test ends. The tests that need it
+// run in parallel and share one server, as they share the controller that
+// queries it: the first starts it, the last to end stops it.
 func startPrometheus(t *testing.T) {
 	t.Helper()
+	prom.mu.Lock()
+	defer prom.mu.Unlock()
+	if prom.users == 0 {
+		stop, err := runPrometheus(t.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		prom.stop = stop
+	}
+	prom.users++
+	t.Cleanup(func() {
+		prom.mu.Lock()
+		defer prom.mu.Unlock()
+		if prom.users--; prom.users == 0 {
+			prom.stop()
+		}
+	})
+}
+
+// prom is the shared Prometheus server and how many tests use it.
+var prom struct {
+	mu    sync.Mutex
+	users int
+	stop  func()
+}
+
+// runPrometheus starts Prometheus on promAddr, storing in a temporary
+// directory and scraping every second each running pod, in any namespace,
+// with a container port named metrics, at the pod's IP and that port: what
+// a pod-role kubernetes_sd_configs job keeping that port name scrapes.
+// Debian builds Prometheus without Kubernetes service discovery, so the
+// test lists those pods itself and keeps a file_sd file of them up to date.
+// It returns once Prometheus is ready; stop stops it and removes its data.
+func runPrometheus(name string) (stop func(), err error) {
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
 		if _, serr := os.Stat("/usr/bin/prometheus"); serr != nil {
-			t.Fatalf("no Prometheus server (%v): run make promtool, which installs Debian's prometheus package", err)
+			return nil, fmt.Errorf("no Prometheus server (%v): run make promtool, which installs Debian's prometheus package", err)
 		}
 		bin = "/usr/bin/prometheus"
 	}
-	dir := t.TempDir()
+	dir, err := os.MkdirTemp("", "rainbow-prometheus-")
+	if err != nil {
+		return nil, err
+	}
 	targets := filepath.Join(dir, "targets.json")
 	config := fmt.Sprintf(`global:
   scrape_interval: 1s
@@ -59,7 +94,8 @@ scrape_configs:
 `, targets)
 	configPath := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
-		t.Fatal(err)
+		os.RemoveAll(dir)
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	discovered := make(chan struct{})
@@ -67,45 +103,61 @@ scrape_configs:
 		defer close(discovered)
 		discoverPods(ctx, targets)
 	}()
-	t.Cleanup(func() { cancel(); <-discovered })
-	logPath := filepath.Join(env.Info.Dir, "prometheus-"+strings.ReplaceAll(t.Name(), "/", "-")+".log")
+	logPath := filepath.Join(env.Info.Dir, "prometheus-"+strings.ReplaceAll(name, "/", "-")+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
-		t.Fatal(err)
+		cancel()
+		<-discovered
+		os.RemoveAll(dir)
+		return nil, err
 	}
 	cmd := exec.Command(bin, "--config.file="+configPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+promAddr, "--log.level=info")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	t.Logf("Prometheus %s on %s, log %s", bin, promAddr, logPath)
 	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			cmd.Process.Kill()
-			<-exited
+	stop = func() {
+		if cmd.Process != nil {
+			cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-exited:
+			case <-time.After(15 * time.Second):
+				cmd.Process.Kill()
+				<-exited
+			}
 		}
+		cancel()
+		<-discovered
 		logFile.Close()
-	})
-	harness.Eventually(t, time.Minute, "Prometheus ready on "+promAddr, func() (bool, string) {
+		os.RemoveAll(dir)
+	}
+	if err := cmd.Start(); err != nil {
+		close(exited)
+		stop()
+		return nil, fmt.Errorf("start %s: %v", bin, err)
+	}
+	fmt.Fprintf(os.Stderr, "Prometheus %s on %s, log %s\n", bin, promAddr, logPath)
+	go func() { cmd.Wait(); close(exited) }()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(250 * time.Millisecond) {
 		select {
 		case <-exited:
-			t.Fatalf("Prometheus exited at start (log: %s)", logPath)
+			stop()
+			return nil, fmt.Errorf("Prometheus exited at start (log: %s)", logPath)
 		default:
 		}
 		resp, err := http.Get("http://" + promAddr + "/-/ready")
-		if err != nil {
-			return false, err.Error()
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return stop, nil
+			}
+			err = fmt.Errorf("%s", resp.Status)
 		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, resp.Status
-	})
+		if time.Now().After(deadline) {
+			stop()
+			return nil, fmt.Errorf("Prometheus not ready on %s after a minute: %v (log: %s)", promAddr, err, logPath)
+		}
+	}
 }
 
 // discoverPods writes the scrape targets of running pods with a metrics
@@ -186,6 +238,7 @@ const activityFailureRatio = `(sum(increase(temporal_activity_execution_failed_t
 // the check, the query as sent, the value, the bound and the window; a
 // query answering several series holds the first step, inconclusive.
 func TestRolloutAnalysisPrometheus(t *testing.T) {
+	parallel(t)
 	startPrometheus(t)
 	r := newRollout(env.NewTest(t), "prom")
 	twd := r.Spec("v1")
@@ -200,7 +253,7 @@ func TestRolloutAnalysisPrometheus(t *testing.T) {
 		},
 	}
 	v1 := r.Create(twd)
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 	r.helloLoad(t)
 
 	// Healthy: the check passes and the version becomes current.

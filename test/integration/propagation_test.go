@@ -25,11 +25,13 @@ import (
 // in it is routed as before.
 const propagationHold = time.Second
 
-// holdPropagation makes devenv's Temporal hold routing changes back for
-// the rest of the test (dev/cmd/devenv/temporaldev.PropagationHoldFile).
-func holdPropagation(t *testing.T, d time.Duration) {
+// holdPropagation makes devenv's Temporal hold routing changes of
+// taskQueue back for the rest of the test
+// (dev/cmd/devenv/temporaldev.PropagationHoldFile); the tests running
+// beside it are not held. One test at a time may hold.
+func holdPropagation(t *testing.T, d time.Duration, taskQueue string) {
 	file := filepath.Join(env.Info.Dir, "temporal-propagation-hold")
-	if err := os.WriteFile(file, []byte(d.String()), 0o644); err != nil {
+	if err := os.WriteFile(file, []byte(d.String()+" "+taskQueue), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.Remove(file) })
@@ -71,7 +73,9 @@ func (r *rollout) startHellos(n int) []string {
 // runs `kubectl wait --for=condition=Ready`, as a CD pipeline does.
 func (r *rollout) kubectlWaitReady() {
 	r.Helper()
-	r.waitFor(time.Minute, "status for the new generation", func(*v1alpha1.TemporalWorkerDeployment) bool { return true })
+	// Generous: a pass whose routing write Temporal answers late (a loaded
+	// machine: over a minute) observes the generation only after it.
+	r.waitFor(3*time.Minute, "status for the new generation", func(*v1alpha1.TemporalWorkerDeployment) bool { return true })
 	if out, err := r.kubectl(3*time.Minute, "wait", "--for=condition=Ready", "--timeout=170s", "-n", r.Namespace, "twd/"+r.Name); err != nil {
 		r.Fatalf("kubectl wait: %v\n%s\nstatus: %s", err, out, describe(r.Get()))
 	}
@@ -85,6 +89,7 @@ func (r *rollout) kubectlWaitReady() {
 // 20 times in a row, rollbacks included; and once status shows a ramp, new
 // workflows split by it.
 func TestReadyMeansTemporalRoutesThere(t *testing.T) {
+	parallel(t)
 	r := newRollout(env.NewTest(t), "propagation")
 	twd := r.Spec("v1")
 	// Old versions keep their workers: after the first two rollouts the
@@ -93,7 +98,7 @@ func TestReadyMeansTemporalRoutesThere(t *testing.T) {
 	r.Create(twd)
 	r.kubectlWaitReady()
 	v1 := r.BuildID()
-	holdPropagation(t, propagationHold)
+	holdPropagation(t, propagationHold, r.TaskQueue)
 
 	const rollouts = 20
 	tags := map[string]string{v1: "v1"}

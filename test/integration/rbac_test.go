@@ -30,6 +30,7 @@ import (
 // The chart's rendering, with watched namespaces, is TestChartRBACIsNarrow
 // (test/helm).
 func TestManagerRoleIsNarrow(t *testing.T) {
+	parallel(t)
 	tt := env.NewTest(t)
 	tt.CheckAccess(managerUser, []harness.Access{
 		harness.Deny("update", "admissionregistration.k8s.io/validatingwebhookconfigurations", "", "someone-elses-webhook"),
@@ -54,6 +55,7 @@ func TestManagerRoleIsNarrow(t *testing.T) {
 // each token with a TokenReview and a SubjectAccessReview, which its role
 // must allow.
 func TestMetricsNeedAnAuthorizedToken(t *testing.T) {
+	parallel(t)
 	tt := env.NewTest(t)
 	ctx := context.Background()
 	// A connection of the watched namespace, so that the binary calls
@@ -133,6 +135,7 @@ func TestMetricsNeedAnAuthorizedToken(t *testing.T) {
 // controller trusts: status.versions names the copies it looks at), and
 // let a viewer read them but not Secrets, nor write anything.
 func TestUserRolesAggregate(t *testing.T) {
+	parallel(t)
 	tt := env.NewTest(t)
 	ctx := context.Background()
 	const editor, viewer = "rbac-test-editor", "rbac-test-viewer"

@@ -20,6 +20,7 @@ import (
 // on the old version finishes there; the old version is only scaled down
 // after it drained, then deleted in Kubernetes and in Temporal.
 func TestAllAtOnceKeepsPinnedWorkflowsOnTheirVersion(t *testing.T) {
+	parallel(t)
 	r := newRollout(env.NewTest(t), "allatonce")
 	v1 := r.Create(r.Spec("v1"))
 
@@ -27,7 +28,7 @@ func TestAllAtOnceKeepsPinnedWorkflowsOnTheirVersion(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubectl wait for the first version: %v\n%s\nstatus: %s", err, out, describe(r.Get()))
 	}
-	r.WaitCurrent(time.Minute, v1)
+	r.WaitCurrent(3*time.Minute, v1)
 	if cur, _, _ := r.routing(); cur != v1 {
 		t.Fatalf("Temporal's current version is %q, want %s", cur, v1)
 	}
@@ -48,7 +49,7 @@ func TestAllAtOnceKeepsPinnedWorkflowsOnTheirVersion(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubectl wait for v2: %v\n%s\nstatus: %s", err, out, describe(r.Get()))
 	}
-	r.WaitCurrent(time.Minute, v2)
+	r.WaitCurrent(3*time.Minute, v2)
 	// The printer columns show what people look for first.
 	out, err = r.kubectl(time.Minute, "get", "twd", r.Name, "-n", r.Namespace, "--no-headers")
 	if fields := strings.Fields(out); err != nil || len(fields) < 4 || fields[1] != v2 || fields[2] != v2 || !slices.Contains(fields, v1alpha1.ReasonRolloutComplete) {

@@ -18,6 +18,7 @@ import (
 // on it, stops it the way Ctrl-C does and checks that every process it
 // started (etcd, kube-apiserver, kube-controller-manager, workers) is gone.
 func TestShutdownLeavesNoProcesses(t *testing.T) {
+	parallel(t)
 	own, err := harness.Start()
 	if err != nil {
 		t.Fatal(err)

@@ -24,13 +24,14 @@ import (
 // Event) and routing goes back to v2 alone, v3 keeping its workers; a
 // retry runs the failed gate again.
 func TestStepGates(t *testing.T) {
+	parallel(t)
 	r := newRollout(env.NewTest(t), "step-gates")
 	twd := r.Spec("v1")
 	twd.Spec.Rollout = v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyProgressive, Steps: steps([]int32{30, 70}, 3*time.Second)}
 	twd.Spec.Rollout.Steps[0].Gate = &v1alpha1.GateWorkflow{WorkflowType: demoworker.GateWorkflow, Input: gateInput(t, false, "step smoke test passed"),
 		Timeout: &metav1.Duration{Duration: 2 * time.Minute}}
 	v1 := r.Create(twd)
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 
 	// (1) A passing step gate lets the rollout go on.
 	v2 := r.SetImage("v2")

@@ -32,11 +32,12 @@ func steps(pcts []int32, pause time.Duration) []v1alpha1.RolloutStep {
 // directly; the next one ramps through every step, each held for its
 // pause, then becomes current.
 func TestProgressiveRampsThroughEachStep(t *testing.T) {
+	parallel(t)
 	r := newRollout(env.NewTest(t), "progressive")
 	twd := r.Spec("v1")
 	twd.Spec.Rollout = v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyProgressive, Steps: steps([]int32{20, 60}, 4*time.Second)}
 	v1 := r.Create(twd)
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 
 	v2 := r.SetImage("v2")
 	seen := map[float32]time.Time{}
@@ -62,7 +63,7 @@ func TestProgressiveRampsThroughEachStep(t *testing.T) {
 	if gap := seen[60].Sub(seen[20]); gap < 2*time.Second {
 		t.Fatalf("the 20%% step lasted %s, want about its 4s pause", gap)
 	}
-	r.WaitCurrent(time.Minute, v2)
+	r.WaitCurrent(3*time.Minute, v2)
 
 	// The rollout metrics followed it.
 	if !gauge[20] || !gauge[60] {
@@ -85,6 +86,7 @@ func TestProgressiveRampsThroughEachStep(t *testing.T) {
 // TestManualNeverChangesRouting: the controller registers versions but a
 // person promotes them; Ready follows what they did.
 func TestManualNeverChangesRouting(t *testing.T) {
+	parallel(t)
 	r := newRollout(env.NewTest(t), "manual")
 	twd := r.Spec("v1")
 	twd.Spec.Rollout = v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyManual}
@@ -102,13 +104,14 @@ func TestManualNeverChangesRouting(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	r.WaitCurrent(time.Minute, v1)
+	r.WaitCurrent(3*time.Minute, v1)
 }
 
 // TestGateWorkflowDecidesTheRollout: a passing gate lets the version
 // through; a failing one stops the rollout with the incumbent still
 // current, and the conditions and an Event say why.
 func TestGateWorkflowDecidesTheRollout(t *testing.T) {
+	parallel(t)
 	r := newRollout(env.NewTest(t), "gate")
 	// The gate's input comes from a Secret for v1 and a ConfigMap for v2.
 	pass, fail := gateInput(t, false, ""), gateInput(t, true, "smoke test failed")
@@ -125,7 +128,7 @@ func TestGateWorkflowDecidesTheRollout(t *testing.T) {
 	twd.Spec.Rollout.Gate = &v1alpha1.GateWorkflow{WorkflowType: demoworker.GateWorkflow, InputFrom: &v1alpha1.GateInputSource{
 		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "gate-pass"}, Key: "input.json"}}}
 	v1 := r.Create(twd)
-	got := r.WaitCurrent(2*time.Minute, v1)
+	got := r.WaitCurrent(5*time.Minute, v1)
 	if g := got.Status.Gate; g == nil || g.BuildID != v1 || g.Result != "Succeeded" || !strings.Contains(g.Message, v1) {
 		t.Fatalf("gate status after a passing gate: %+v", got.Status.Gate)
 	}
@@ -155,13 +158,14 @@ func TestGateWorkflowDecidesTheRollout(t *testing.T) {
 // current moments ago makes it current again at once, even though the
 // strategy would otherwise ramp for an hour and run a gate.
 func TestRollbackSkipsStepsAndGate(t *testing.T) {
+	parallel(t)
 	r := newRollout(env.NewTest(t), "rollback")
 	twd := r.Spec("v1")
 	twd.Spec.Sunset.ScaledownDelay = &metav1.Duration{Duration: 10 * time.Minute}
 	v1 := r.Create(twd)
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 	v2 := r.SetImage("v2")
-	r.WaitCurrent(2*time.Minute, v2)
+	r.WaitCurrent(5*time.Minute, v2)
 
 	start := time.Now()
 	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {
@@ -172,7 +176,7 @@ func TestRollbackSkipsStepsAndGate(t *testing.T) {
 			Gate:     &v1alpha1.GateWorkflow{WorkflowType: demoworker.GateWorkflow, Input: gateInput(r.T.T, true, "must not run")},
 		}
 	})
-	got := r.WaitCurrent(time.Minute, v1)
+	got := r.WaitCurrent(3*time.Minute, v1)
 	if g := got.Status.Gate; g != nil && g.BuildID == v1 {
 		t.Fatalf("the gate ran on a rollback: %+v", g)
 	}
@@ -184,6 +188,7 @@ func TestRollbackSkipsStepsAndGate(t *testing.T) {
 // still poll the task queue, the first version is ramped like any other
 // instead of taking all traffic at once.
 func TestUnversionedPollersGetRampedNotReplaced(t *testing.T) {
+	parallel(t)
 	r := newRollout(env.NewTest(t), "unversioned")
 	w := worker.New(r.Env.Temporal, r.TaskQueue, worker.Options{})
 	w.RegisterWorkflowWithOptions(demoworker.Hello, workflowName(demoworker.HelloWorkflow))
@@ -212,9 +217,10 @@ func TestUnversionedPollersGetRampedNotReplaced(t *testing.T) {
 // manager role, the controller stops writing routing and says so, and
 // resumes once the role is handed back.
 func TestManagerHeldByOtherIdentityIsNotFought(t *testing.T) {
+	parallel(t)
 	r := newRollout(env.NewTest(t), "manager")
 	v1 := r.Create(r.Spec("v1"))
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 	r.setManager("a-person")
 
 	v2 := r.SetImage("v2")
@@ -226,7 +232,7 @@ func TestManagerHeldByOtherIdentityIsNotFought(t *testing.T) {
 		t.Fatalf("routing changed to %q while another identity manages the deployment", cur)
 	}
 	r.setManager("")
-	r.WaitCurrent(2*time.Minute, v2)
+	r.WaitCurrent(5*time.Minute, v2)
 
 	// The role handed to the controller's identity, rather than cleared,
 	// once the TWD has settled waiting for it: no list shows the manager,
@@ -248,7 +254,7 @@ func TestManagerHeldByOtherIdentityIsNotFought(t *testing.T) {
 	}
 	r.holdsWorkers(10*time.Second, v3)
 	r.setManager("")
-	r.waitGone(3 * time.Minute)
+	r.waitGone(drainBound)
 }
 
 // controllerIdentity is the Temporal identity TestMain gives the controller.
@@ -287,11 +293,12 @@ func gateInput(t testing.TB, fail bool, msg string) *apiextensionsv1.JSON {
 // a version at one replica and then leaves its replica count to whoever
 // scales it (an HPA, here a person with kubectl scale).
 func TestAutoscalerOwnsReplicas(t *testing.T) {
+	parallel(t)
 	r := newRollout(env.NewTest(t), "autoscaled")
 	twd := r.Spec("v1")
 	twd.Spec.Replicas = nil
 	v1 := r.Create(twd)
-	r.WaitCurrent(2*time.Minute, v1)
+	r.WaitCurrent(5*time.Minute, v1)
 	d := r.deployment(v1)
 	if got := ptr.Deref(d.Spec.Replicas, 0); got != 1 {
 		t.Fatalf("the first version started with %d replicas, want 1", got)
@@ -307,7 +314,7 @@ func TestAutoscalerOwnsReplicas(t *testing.T) {
 	r.Update(func(t *v1alpha1.TemporalWorkerDeployment) {
 		t.Spec.Sunset.ScaledownDelay = &metav1.Duration{Duration: time.Hour}
 	})
-	r.WaitCurrent(time.Minute, v1)
+	r.WaitCurrent(3*time.Minute, v1)
 	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
 		if got := ptr.Deref(r.deployment(v1).Spec.Replicas, 0); got != 2 {
 			t.Fatalf("the controller changed the autoscaled replicas from 2 to %d", got)

@@ -36,6 +36,7 @@ import (
 // connection fails nothing is scaled down; a rotated certificate is
 // picked up by the controller and the workers, losing no workflow.
 func TestMutualTLS(t *testing.T) {
+	parallel(t)
 	own := secureEnv(t, "--temporal-tls=mtls")
 	tt := own.NewTest(t)
 	auth, err := own.Authority()
@@ -92,7 +93,7 @@ func TestMutualTLS(t *testing.T) {
 		bad["tls.crt"], bad["tls.key"] = unknown, unknownKey
 		failing(st, sr, v1Build, good.Name, good.Type, bad)
 		putSecret(st, good.Name, good.Type, good.Data)
-		sr.WaitCurrent(2*time.Minute, v1Build)
+		sr.WaitCurrent(5*time.Minute, v1Build)
 	})
 
 	t.Run("RotationKeepsWorkersAndRollouts", func(t *testing.T) {
@@ -112,6 +113,7 @@ func TestMutualTLS(t *testing.T) {
 // server's CA, a bad key, a key from another issuer and a wrong CA, and a
 // rotated key.
 func TestAPIKey(t *testing.T) {
+	parallel(t)
 	own := secureEnv(t, "--temporal-auth=api-key")
 	tt := own.NewTest(t)
 	auth, err := own.Authority()
@@ -153,7 +155,7 @@ func TestAPIKey(t *testing.T) {
 		bad[names.APIKeyKey] = []byte("revoked")
 		failing(st, sr, v1Build, good.Name, good.Type, bad)
 		putSecret(st, good.Name, good.Type, good.Data)
-		sr.WaitCurrent(2*time.Minute, v1Build)
+		sr.WaitCurrent(5*time.Minute, v1Build)
 	})
 
 	t.Run("RotationKeepsWorkersAndRollouts", func(t *testing.T) {

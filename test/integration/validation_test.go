@@ -28,6 +28,7 @@ func validTWD(ns, name string) *v1.TemporalWorkerDeployment {
 // TestValidSpecs: valid objects are admitted and defaulted. The invalid
 // ones are the rows of TestAdmissionTable.
 func TestValidSpecs(t *testing.T) {
+	parallel(t)
 	tt := env.NewTest(t)
 	ctx := context.Background()
 

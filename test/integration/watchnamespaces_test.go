@@ -25,6 +25,7 @@ import (
 // any request would be forbidden. Without the flag the same user cannot
 // even fill the controller's caches.
 func TestWatchNamespacesNeedsOnlyThoseNamespaces(t *testing.T) {
+	parallel(t)
 	tt := env.NewTest(t)
 	other := env.NewTest(t)
 	ctx := context.Background()

@@ -25,8 +25,10 @@ import (
 // there with a long poll. The hold delays both steps, so a test that
 // writes this file widens that window from milliseconds to seconds and
 // sees every time what a client sees rarely: a workflow started right
-// after a routing write was answered, routed as before. Absent or empty:
-// no hold.
+// after a routing write was answered, routed as before. A task queue name
+// after the duration ("2s orders") limits the hold to the task queues whose
+// name contains it, so that tests running beside that one are not slowed.
+// Absent or empty: no hold.
 const PropagationHoldFile = "temporal-propagation-hold"
 
 // propagationHold reads the hold from its file on each use: a test changes
@@ -34,7 +36,9 @@ const PropagationHoldFile = "temporal-propagation-hold"
 // change of its task queue's data).
 type propagationHold struct{ file string }
 
-func (h propagationHold) duration() time.Duration {
+// duration is the hold of a change to taskQueue (a task queue's name, or
+// one of its partitions' names, which contain it).
+func (h propagationHold) duration(taskQueue string) time.Duration {
 	if h.file == "" {
 		return 0
 	}
@@ -42,8 +46,12 @@ func (h propagationHold) duration() time.Duration {
 	if err != nil {
 		return 0
 	}
-	d, err := time.ParseDuration(strings.TrimSpace(string(b)))
+	hold, only, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+	d, err := time.ParseDuration(hold)
 	if err != nil || d < 0 {
+		return 0
+	}
+	if only = strings.TrimSpace(only); only != "" && !strings.Contains(taskQueue, only) {
 		return 0
 	}
 	return d
@@ -90,13 +98,13 @@ type holdingMatching struct {
 func (m holdingMatching) SyncDeploymentUserData(ctx context.Context, req *matchingservice.SyncDeploymentUserDataRequest,
 	opts ...grpc.CallOption) (*matchingservice.SyncDeploymentUserDataResponse, error) {
 	if req.GetUpdateRoutingConfig() != nil {
-		m.wait(ctx)
+		m.wait(ctx, req.GetTaskQueue())
 	}
 	return m.MatchingServiceClient.SyncDeploymentUserData(ctx, req, opts...)
 }
 
-func (m holdingMatching) wait(ctx context.Context) {
-	d := m.hold.duration()
+func (m holdingMatching) wait(ctx context.Context, taskQueue string) {
+	d := m.hold.duration(taskQueue)
 	if d <= 0 {
 		return
 	}
@@ -118,6 +126,6 @@ func (m holdingMatching) GetTaskQueueUserData(ctx context.Context, req *matching
 	if err != nil || !req.GetWaitNewData() || resp.GetUserData() == nil {
 		return resp, err
 	}
-	m.wait(ctx)
+	m.wait(ctx, req.GetTaskQueue())
 	return resp, err
 }
