@@ -45,7 +45,7 @@ demo-autoscaling: kube-bins bins ## The same environment, and an HPA per version
 # test/helm builds helm 3 and 4 itself (make helm) while the other packages
 # run: about 11 CPU-minutes on a cold cache that no longer come first.
 # go test runs two packages at a time (-p: the cores) in the order given: the
-# longest ones first (test/integration, 6 tests at once: its parallel_test.go),
+# longest ones first (test/integration, 4 tests at once: its parallel_test.go),
 # so that the short ones fill the other slot instead of ending the run.
 TEST_FIRST := ./test/integration ./test/chaos ./test/helm ./test/soak
 test: IMAGE_PLATFORMS = linux/$(shell go env GOARCH)

@@ -101,9 +101,7 @@ type Machine struct {
 // Main is the package's TestMain: it settles the seed and mode, prints them,
 // starts the environment and writes the result once the tests ran.
 func Main(m *testing.M, run **Run) {
-	// Every scenario at once (not two, the cores): each has its own
-	// controller and faults, and mostly waits on rollouts and timers.
-	harness.DefaultParallel(6)
+	flag.Parse()
 	r := &Run{Seed: *seedFlag, Full: *fullFlag}
 	if r.Seed == 0 {
 		if v, err := strconv.ParseInt(os.Getenv("RAINBOW_CHAOS_SEED"), 10, 64); err == nil {

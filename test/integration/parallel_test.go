@@ -16,9 +16,10 @@ import (
 // gets about half a core on a busy 2-core machine; at 12 and at 8 at once
 // (the longest, which start together, are also the busiest on Temporal) it
 // answered routing writes past the controller's deadline and a demo's Hello
-// workflow past its minute. A test that must not overlap others does not
+// workflow past its minute. Four leaves room for the package that make test
+// runs beside this one (go test -p 2). A test that must not overlap others does not
 // call parallel: Go runs the sequential tests first, then the parallel ones.
-const defaultParallel = 6
+const defaultParallel = 4
 
 // seconds is how long the longest tests took in a passing run, one at a
 // time on an idle machine. The longest start first, so that none of them
