@@ -53,18 +53,24 @@ var (
 func init() { metrics.Registry.MustRegister(analysisEvaluations, analysisAborts, analysisDeferrals) }
 
 // analysisBudget rate-limits the analysis' reads per Temporal namespace.
-// Evaluations that may end a step reserve their counts and are served in
-// the order they asked (each TWD keeps its reservation until it comes back
-// for it); the others only take counts nobody waits for.
+// Evaluations that may end a step take a turn in a queue (a reservation
+// each TWD keeps until it comes back for it), so that they are served in
+// the order they asked; the others only take counts nobody waits for.
+// Counts go out at the budget's pace whenever the TWDs get to run: turns
+// that come due while the work queue is busy would otherwise go out at once.
 type analysisBudget struct {
 	mu sync.Mutex
 	// rps is the rate per namespace; 0 means DefaultAnalysisRPS.
-	rps      float64
-	limiters map[string]*rate.Limiter
-	held     map[types.NamespacedName]heldCounts
+	rps   float64
+	conns map[string]*connBudget
+	held  map[types.NamespacedName]heldCounts
 }
 
-// heldCounts is a TWD's reservation of n counts of conn's budget, ready at at.
+// connBudget is one namespace's: the queue of turns, and the pace of the
+// counts actually sent.
+type connBudget struct{ queue, pace *rate.Limiter }
+
+// heldCounts is a TWD's turn: n counts of conn's budget, due at at.
 type heldCounts struct {
 	conn string
 	n    int
@@ -72,31 +78,46 @@ type heldCounts struct {
 	r    *rate.Reservation
 }
 
-func (b *analysisBudget) limit() float64 {
-	if b.rps > 0 {
-		return b.rps
+func (b *analysisBudget) conn(key string) *connBudget {
+	if b.conns == nil {
+		b.conns, b.held = map[string]*connBudget{}, map[types.NamespacedName]heldCounts{}
 	}
-	return DefaultAnalysisRPS
+	c, ok := b.conns[key]
+	if !ok {
+		l := rate.Limit(DefaultAnalysisRPS)
+		if b.rps > 0 {
+			l = rate.Limit(b.rps)
+		}
+		c = &connBudget{queue: rate.NewLimiter(l, analysisBurst), pace: rate.NewLimiter(l, analysisBurst)}
+		b.conns[key] = c
+	}
+	return c
+}
+
+// paced takes n counts of the pace now, or says how long until it can.
+func (c *connBudget) paced(n int, now time.Time) time.Duration {
+	if c.pace.AllowN(now, n) {
+		return 0
+	}
+	r := c.pace.ReserveN(now, n)
+	defer r.CancelAt(now)
+	return max(r.DelayFrom(now), 10*time.Millisecond)
 }
 
 // take asks for n counts of conn's budget for twd's evaluation: ok to read
-// now, or else wait, when the reservation made for it has room (0: none,
-// an evaluation that cannot end a step only takes spare counts).
+// now, or else wait until it may ask again (0: an evaluation that cannot
+// end a step, which only takes spare counts, holds no turn).
 func (b *analysisBudget) take(twd types.NamespacedName, conn string, n int, endsStep bool, now time.Time) (wait time.Duration, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.limiters == nil {
-		b.limiters, b.held = map[string]*rate.Limiter{}, map[types.NamespacedName]heldCounts{}
-	}
-	l, found := b.limiters[conn]
-	if !found {
-		l = rate.NewLimiter(rate.Limit(b.limit()), analysisBurst)
-		b.limiters[conn] = l
-	}
+	c := b.conn(conn)
 	if h, found := b.held[twd]; found {
 		if h.conn == conn && h.n == n {
 			if now.Before(h.at) {
 				return h.at.Sub(now), false
+			}
+			if d := c.paced(n, now); d > 0 {
+				return d, false // keeps its turn
 			}
 			delete(b.held, twd)
 			return 0, true
@@ -105,16 +126,26 @@ func (b *analysisBudget) take(twd types.NamespacedName, conn string, n int, ends
 		delete(b.held, twd)
 	}
 	if !endsStep {
-		// Reservations hold the tokens below n while anyone waits.
-		return 0, l.TokensAt(now) >= float64(n) && l.AllowN(now, n)
+		// Turns hold the queue's tokens below n while anyone waits.
+		if c.queue.TokensAt(now) < float64(n) || c.pace.TokensAt(now) < float64(n) {
+			return 0, false
+		}
+		c.queue.AllowN(now, n)
+		c.pace.AllowN(now, n)
+		return 0, true
 	}
-	r := l.ReserveN(now, n)
+	r := c.queue.ReserveN(now, n)
 	if !r.OK() {
 		return 0, false // more than the burst: never; visibilityCounts' test keeps it within
 	}
-	if d := r.DelayFrom(now); d > 0 {
-		b.held[twd] = heldCounts{conn: conn, n: n, at: now.Add(d), r: r}
-		return d, false
+	at := now.Add(r.DelayFrom(now))
+	wait = at.Sub(now)
+	if wait == 0 {
+		wait = c.paced(n, now)
+	}
+	if wait > 0 {
+		b.held[twd] = heldCounts{conn: conn, n: n, at: at, r: r}
+		return wait, false
 	}
 	return 0, true
 }

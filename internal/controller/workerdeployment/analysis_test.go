@@ -81,7 +81,8 @@ func TestVisibilityCounts(t *testing.T) {
 // TestAnalysisBudget: evaluations that may end a step are served in the
 // order they asked, each TWD coming back for its reservation when it has
 // room; those that can only abort take only counts nobody waits for; a
-// reservation no longer needed is given back.
+// reservation no longer needed is given back; counts go out at the
+// budget's pace however late the TWDs come back.
 func TestAnalysisBudget(t *testing.T) {
 	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
 	twd := func(name string) types.NamespacedName { return types.NamespacedName{Namespace: "ns", Name: name} }
@@ -109,6 +110,15 @@ func TestAnalysisBudget(t *testing.T) {
 		{at: 6 * time.Second, twd: "f", conn: "c", n: 2, ok: true}, // spare again
 		{at: 6 * time.Second, twd: "g", conn: "c", n: 4, endsStep: true, wait: time.Second},
 		{at: 6 * time.Second, twd: "g", conn: "c", n: 2, endsStep: true, ok: true}, // fewer checks: asks afresh
+		// Turns that come due while the TWDs wait for a worker still go out
+		// at the budget's pace, not together.
+		{at: 6 * time.Second, twd: "h1", conn: "late", n: 4, endsStep: true, ok: true},
+		{at: 6 * time.Second, twd: "h2", conn: "late", n: 4, endsStep: true, wait: 2 * time.Second},
+		{at: 6 * time.Second, twd: "h3", conn: "late", n: 4, endsStep: true, wait: 4 * time.Second},
+		{at: 16 * time.Second, twd: "h2", conn: "late", n: 4, endsStep: true, ok: true},
+		{at: 16 * time.Second, twd: "h3", conn: "late", n: 4, endsStep: true, wait: 2 * time.Second},
+		{at: 16 * time.Second, twd: "h4", conn: "late", n: 4, wait: 0}, // spare: the pace is spent
+		{at: 18 * time.Second, twd: "h3", conn: "late", n: 4, endsStep: true, ok: true},
 	} {
 		now := t0.Add(s.at)
 		if s.release {
