@@ -77,7 +77,7 @@ type AnalysisObserved struct {
 	// Last is status.analysis; nil if none.
 	Last *AnalysisRecord
 	// Readings are this pass's reads (AnalysisToRead); nil if none were
-	// made: not due, or the namespace's read budget was spent.
+	// made: not due, or deferred by the namespace's read budget.
 	Readings []Reading
 	// Deferred: an evaluation was due, but the namespace's read budget
 	// had no room for it, so nothing was read. BudgetWait is when a
