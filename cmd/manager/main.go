@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/rainbow-deploy/rainbow/internal/backlog"
+	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
 	"github.com/rainbow-deploy/rainbow/internal/externalmetrics"
 	"github.com/rainbow-deploy/rainbow/internal/manager"
 	"github.com/rainbow-deploy/rainbow/internal/notify"
@@ -74,6 +75,9 @@ func main() {
 		"file holding a bearer token for --analysis-prometheus-url, read on each query")
 	flag.StringVar(&opts.AnalysisPrometheus.CAFile, "analysis-prometheus-ca-file", "",
 		"PEM file of the certificate authorities that verify an https --analysis-prometheus-url; empty uses the system's")
+	flag.Float64Var(&opts.AnalysisVisibilityRPS, "analysis-visibility-rps", workerdeployment.DefaultAnalysisRPS,
+		"visibility counts (CountWorkflowExecutions) a second that spec.rollout.analysis may make per Temporal namespace, for all TemporalWorkerDeployments together; "+
+			"Temporal's default limit is 10 a second per namespace and frontend (frontend.namespaceRPS.visibility): keep room for the namespace's other visibility queries")
 	showVersion := flag.Bool("version", false, "print the version and revision and exit")
 	webhook := bindWebhookFlags(flag.CommandLine)
 	zapOpts := zap.Options{}
@@ -84,6 +88,10 @@ func main() {
 	if *showVersion {
 		printVersion(os.Stdout)
 		return
+	}
+	if opts.AnalysisVisibilityRPS <= 0 {
+		fmt.Fprintln(os.Stderr, "--analysis-visibility-rps must be above 0")
+		os.Exit(2)
 	}
 	if notifyErr != nil {
 		fmt.Fprintln(os.Stderr, notifyErr)

@@ -40,7 +40,7 @@ var (
 // server v1.32.1 (common/dynamicconfig/constants.go:
 // frontend.namespaceRPS.visibility 10, frontend.namespaceBurstRatio.visibility 1).
 const (
-	budgetRPS, budgetBurst               = 2, 20
+	budgetRPS, budgetBurst               = 5, 4
 	temporalVisibilityRPS, temporalBurst = 10, 10
 )
 
@@ -89,6 +89,9 @@ type AnalysisRun struct {
 	// CheckEvaluations is rainbow_analysis_evaluations_total by result
 	// over the phase (one per check per evaluation).
 	CheckEvaluations map[string]float64 `json:"checkEvaluationsByResult"`
+	// Deferrals is rainbow_analysis_deferrals_total by wait over the
+	// phase: passes whose due evaluation the controller's budget deferred.
+	Deferrals map[string]float64 `json:"deferralsByWait,omitempty"`
 	// Counts and DescribeVersions are the controller's
 	// CountWorkflowExecutions and DescribeWorkerDeploymentVersion calls
 	// over the phase; ServerCounts the dev server's count of the former.
@@ -276,6 +279,12 @@ func analysisPhase(ctx context.Context, e *benchEnv, o *observer, ns string, n i
 	for res, v := range eb {
 		r.CheckEvaluations[res] = v - ea[res]
 	}
+	r.Deferrals = map[string]float64{}
+	da, db := a.manager.by("rainbow_analysis_deferrals_total", "wait", map[string]string{"namespace": ns}),
+		b.manager.by("rainbow_analysis_deferrals_total", "wait", map[string]string{"namespace": ns})
+	for w, v := range db {
+		r.Deferrals[w] = v - da[w]
+	}
 	r.Counts = r.Window.ControllerRPCs["CountWorkflowExecutions"]
 	r.DescribeVersions = r.Window.ControllerRPCs["DescribeWorkerDeploymentVersion"]
 	frontend := map[string]string{"service_name": "frontend", "operation": "CountWorkflowExecutions"}
@@ -429,17 +438,19 @@ func analysisRows(r *AnalysisRun) []row {
 			Value: fmt.Sprintf("peak %.1f (1 s) / %.1f (10 s), mean %.2f; the TWDs would ask %.1f/s; failed %s",
 				r.CountRatePeak1s, r.CountRatePeak10s, r.CountRateMean, demand, failedCounts(r.CountErrors)),
 			How: fmt.Sprintf("1 s samples of the controller's CountWorkflowExecutions counter from the first image change to the last Ready. "+
-				"Against the controller's budget of %d/s (burst %d) per Temporal namespace and Temporal's frontend.namespaceRPS.visibility, "+
+				"Against the controller's budget of %d/s (burst %d; --analysis-visibility-rps) per Temporal namespace and Temporal's frontend.namespaceRPS.visibility, "+
 				"default %d/s per frontend with burst ratio 1 (server v1.32.1 common/dynamicconfig/constants.go). "+
 				"'Would ask' is %d TWDs x 4 counts per evaluation / interval.",
 				budgetRPS, budgetBurst, temporalVisibilityRPS, r.TWDs)},
 		{Figure: "Analysis evaluations, inconclusive for the read budget",
-			Value: fmt.Sprintf("%s of %d; %s refused by Temporal (ResourceExhausted); %s held for minSamples; %s all checks passed; metric %s",
+			Value: fmt.Sprintf("%s of %d; %s refused by Temporal (ResourceExhausted); %s held for minSamples; %s all checks passed; metric %s; deferred passes %s",
 				pct(r.BudgetEvaluations, r.Evaluations), r.Evaluations, pct(r.ThrottledEvaluations, r.Evaluations),
 				pct(r.SampleEvaluations, r.Evaluations), pct(r.PassedEvaluations, r.Evaluations),
-				joinSorted(r.CheckEvaluations, func(k string, v float64) string { return k + " " + strconv.FormatFloat(v, 'f', 0, 64) })),
-			How: "each new status.analysis.evaluatedAt the watch saw; budget: a check's message names the read budget; the metric is " +
-				"rainbow_analysis_evaluations_total by result (one per check per evaluation)."},
+				joinSorted(r.CheckEvaluations, func(k string, v float64) string { return k + " " + strconv.FormatFloat(v, 'f', 0, 64) }),
+				failedCounts(r.Deferrals)),
+			How: "each new status.analysis.evaluatedAt the watch saw; budget: a check's message names the read budget (before the budget deferred " +
+				"evaluations instead of recording them); the metric is rainbow_analysis_evaluations_total by result (one per check per evaluation); " +
+				"deferred passes are rainbow_analysis_deferrals_total by wait (Turn: a reservation, Spare: waiting for unreserved counts)."},
 		{Figure: fmt.Sprintf("%d rollouts under analysis", r.TWDs),
 			Value: fmt.Sprintf("%s (pauses alone %s); each TWD median %s, p95 %s; steps held beyond their pause median %s, p95 %s, max %s",
 				done, secs(r.FloorSeconds), secs(r.PerTWD.Median), secs(r.PerTWD.P95), secs(r.StepHold.Median), secs(r.StepHold.P95), secs(r.StepHold.Max)),

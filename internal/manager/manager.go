@@ -124,6 +124,9 @@ type Options struct {
 	// AnalysisPrometheus is the Prometheus server of the analysis'
 	// Prometheus checks; without a URL they are inconclusive.
 	AnalysisPrometheus promquery.Config
+	// AnalysisVisibilityRPS is the analysis' budget of visibility counts
+	// a second per Temporal namespace; 0 means the default.
+	AnalysisVisibilityRPS float64
 }
 
 // Manager is a controller-runtime manager with Rainbow's controllers and
@@ -274,7 +277,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err := (&workerdeployment.Reconciler{
 		Client: leaderClient, APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: recorder, Clock: clock.RealClock{}, MaxVersions: opts.MaxVersions,
 		Backlogs: backlogs, Workers: opts.Workers, BannedKinds: bannedKinds(opts.Webhook), ControllerVersion: opts.Version,
-		Notifier: notifier, Prometheus: workerdeployment.NewPrometheusReader(prom),
+		Notifier: notifier, Prometheus: workerdeployment.NewPrometheusReader(prom), AnalysisRPS: opts.AnalysisVisibilityRPS,
 	}).SetupWithManager(mgr); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("set up the TemporalWorkerDeployment controller: %w", err)

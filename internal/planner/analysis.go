@@ -77,8 +77,14 @@ type AnalysisObserved struct {
 	// Last is status.analysis; nil if none.
 	Last *AnalysisRecord
 	// Readings are this pass's reads (AnalysisToRead); nil if none were
-	// made: not due, or the namespace's read budget was spent.
+	// made: not due, or deferred by the namespace's read budget.
 	Readings []Reading
+	// Deferred: an evaluation was due, but the namespace's read budget
+	// had no room for it, so nothing was read. BudgetWait is when a
+	// reservation made for it will have room; 0 if none was made (an
+	// evaluation that can only abort waits for spare budget).
+	Deferred   bool
+	BudgetWait time.Duration
 }
 
 // AnalysisRead says what observe reads for the analysis.
@@ -86,6 +92,11 @@ type AnalysisRead struct {
 	BuildID, CurrentBuildID string
 	// Since is the window's start: when the target started ramping.
 	Since time.Time
+	// EndsStep: the verdict may end the step (its pause is over, the
+	// rollout is not paused, not a dry run), so the read waits for its
+	// turn in the namespace's budget. Otherwise it can only abort, and
+	// takes only budget no step-ending evaluation waits for.
+	EndsStep bool
 }
 
 // AnalysisToRead is the read this pass makes for the analysis, if one is
@@ -102,8 +113,32 @@ func AnalysisToRead(in Input) (AnalysisRead, bool) {
 		in.Now.Before(last.EvaluatedAt.Add(in.Spec.Analysis.Interval)) {
 		return AnalysisRead{}, false
 	}
-	return AnalysisRead{BuildID: v.target, CurrentBuildID: v.temporal().CurrentBuildID, Since: since}, true
+	return AnalysisRead{BuildID: v.target, CurrentBuildID: v.temporal().CurrentBuildID, Since: since, EndsStep: verdictEndsStep(v)}, true
 }
+
+// verdictEndsStep: a passing verdict would end the target's step now.
+// During the pause, while paused, or in a dry run a verdict can only abort.
+func verdictEndsStep(v *view) bool {
+	if v.in.Spec.Paused || v.in.Spec.Analysis.DryRun {
+		return false
+	}
+	i := stepIndex(v.in.Spec.Steps, v.temporal().RampPercentage)
+	return i < 0 || stepOver(v, v.in.Spec.Steps[i])
+}
+
+// deferredRetry is when a TWD whose evaluation the budget deferred asks
+// again: when its reservation has room, or, with none (an evaluation
+// that can only abort), an interval later, as after a read.
+func deferredRetry(a *Analysis, o AnalysisObserved) time.Duration {
+	if o.BudgetWait > 0 {
+		return o.BudgetWait
+	}
+	return a.Interval
+}
+
+// budgetHold says why a deferred evaluation holds the step: the last
+// verdict is older than an interval, too old to end a step on.
+const budgetHold = "the evaluation due waits for its turn in the namespace's analysis read budget (--analysis-visibility-rps)"
 
 // analysing: the target ramps under a Progressive rollout with checks;
 // since is when it started ramping.
@@ -288,9 +323,12 @@ func judgeRamp(v *view, p *plan) (prog progress, stop bool, hold string) {
 	rec := evaluate(v, since)
 	fresh := v.in.Analysis.Readings != nil
 	p.res.Analysis = &rec
-	if !rec.EvaluatedAt.IsZero() {
+	switch {
+	case v.in.Analysis.Deferred && !fresh:
+		p.after(deferredRetry(a, v.in.Analysis))
+	case !rec.EvaluatedAt.IsZero():
 		p.afterDeadline(v.now(), rec.EvaluatedAt.Add(a.Interval))
-	} else {
+	default:
 		p.after(requeueWatch)
 	}
 	if fresh {
@@ -311,6 +349,9 @@ func judgeRamp(v *view, p *plan) (prog progress, stop bool, hold string) {
 		return abortByAnalysis(v, p, &rec, failed), true, ""
 	case a.DryRun:
 		return progress{}, false, ""
+	case v.in.Analysis.Deferred && !fresh:
+		// The step ends only on a verdict at most an interval old.
+		return progress{}, false, joinHolds(budgetHold, unpassed(a, rec))
 	}
 	return progress{}, false, unpassed(a, rec)
 }

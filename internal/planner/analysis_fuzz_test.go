@@ -38,7 +38,9 @@ func fuzzAnalysis(s *fuzzsrc.Source, in *Input) {
 		}
 		in.Analysis.Last = last
 	}
-	if s.Bool() {
+	if s.Intn(3) == 0 {
+		in.Analysis.Deferred, in.Analysis.BudgetWait = true, fuzzsrc.Pick(s, 0, time.Second, time.Hour)
+	} else if s.Bool() {
 		in.Analysis.Readings = []Reading{}
 		for _, c := range a.Checks {
 			in.Analysis.Readings = append(in.Analysis.Readings, Reading{Check: c.Name, Err: fuzzsrc.Pick(s, "", "", "boom"),
@@ -52,7 +54,9 @@ func fuzzAnalysis(s *fuzzsrc.Source, in *Input) {
 // advances a step or promotes unless every check passed (dry run aside);
 // an abort names the target, never happens in a dry run, and scales down
 // or deletes nothing (the target keeps its workers for its pinned
-// workflows); AnalysisToRead reads only for a ramping target.
+// workflows); AnalysisToRead reads only for a ramping target; an
+// evaluation the budget deferred advances nothing (and, in the
+// rollouts of TestAnalysisInvariants, asks again in time).
 func analysisViolations(in Input, r Result) []error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -60,6 +64,9 @@ func analysisViolations(in Input, r Result) []error {
 	_, judging := analysing(v)
 	if rd, due := AnalysisToRead(in); due && (!judging || rd.BuildID != in.Spec.TargetBuildID || in.Temporal.RampingBuildID != rd.BuildID) {
 		bad("AnalysisToRead reads %+v while the target does not ramp under analysis", rd)
+	}
+	if rd, due := AnalysisToRead(in); due && rd.EndsStep && (in.Spec.Paused || in.Spec.Analysis.DryRun) {
+		bad("an evaluation of a paused or dry-run rollout waits for the budget as if it could end a step")
 	}
 	if a := r.AbortRollout; a != nil {
 		if (in.Spec.Analysis == nil || in.Spec.Analysis.DryRun || a.BuildID != in.Spec.TargetBuildID || !judging) && !stepGateFailed(in) {
@@ -88,6 +95,9 @@ func analysisViolations(in Input, r Result) []error {
 	if advances && (r.Analysis == nil || unpassed(in.Spec.Analysis, *r.Analysis) != "") {
 		bad("the plan advances %+v while the analysis has not passed: %+v", rt, r.Analysis)
 	}
+	if advances && in.Analysis.Deferred && in.Analysis.Readings == nil {
+		bad("the plan advances %+v on a verdict older than an interval, its evaluation deferred", rt)
+	}
 	return errs
 }
 
@@ -107,6 +117,13 @@ func TestAnalysisInvariants(t *testing.T) {
 			r.Temporal.RampChangedAt = t0 // within the step's pause
 		}
 		fuzzAnalysis(fuzzsrc.New(append([]byte{0}, data[8:]...)), &r) // 0: with an analysis
-		return analysisViolations(r, Plan(r))
+		res := Plan(r)
+		errs := analysisViolations(r, res)
+		// These rollouts reach the analysis (random inputs mostly wait
+		// on something before it).
+		if again := deferredRetry(r.Spec.Analysis, r.Analysis); r.Analysis.Deferred && r.Analysis.Readings == nil && res.RequeueAfter > again {
+			errs = append(errs, fmt.Errorf("a deferred evaluation asks again in %s, later than %s", res.RequeueAfter, again))
+		}
+		return errs
 	})
 }

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -193,6 +194,80 @@ func TestAnalysisToRead(t *testing.T) {
 		}
 		if due && (r.BuildID != "v2" || r.CurrentBuildID != "v1" || !r.Since.Equal(window) && name != "evaluated 10s ago, in another window") {
 			t.Errorf("%s: read %+v, want v2 against v1 since %s", name, r, window)
+		}
+	}
+}
+
+// TestAnalysisEndsStep: an evaluation waits its turn in the namespace's
+// budget only when its verdict may end the step; during the pause, while
+// paused or in a dry run it can only abort, and takes spare budget.
+func TestAnalysisEndsStep(t *testing.T) {
+	inPause := func(in *Input) { in.Temporal.RampChangedAt = t0.Add(-time.Minute) }
+	for name, tc := range map[string]struct {
+		in   Input
+		ends bool
+	}{
+		"pause over":                 {with(base(), analysed), true},
+		"within the pause":           {with(base(), analysed, inPause), false},
+		"pause over, rollout paused": {with(base(), analysed, func(in *Input) { in.Spec.Paused = true }), false},
+		"pause over, dry run":        {with(base(), analysed, dryRun), false},
+		"ramp at no step (steps changed)": {with(base(), analysed, inPause, func(in *Input) {
+			in.Temporal.RampPercentage = 30
+		}), true},
+		"pause timed from the start of the ramp": {with(base(), analysed, func(in *Input) { in.Temporal.RampChangedAt = time.Time{} }), true},
+	} {
+		rd, due := AnalysisToRead(tc.in)
+		if !due || rd.EndsStep != tc.ends {
+			t.Errorf("%s: due %v, EndsStep = %v, want due and %v", name, due, rd.EndsStep, tc.ends)
+		}
+	}
+}
+
+// TestAnalysisDeferred: an evaluation the budget deferred reads nothing and
+// records nothing; the step does not end on the last verdict, which is older
+// than an interval, and the TWD asks again when its reservation has room,
+// or an interval later without one.
+func TestAnalysisDeferred(t *testing.T) {
+	passed := func(in *Input) {
+		in.Analysis.Last = &AnalysisRecord{BuildID: "v2", EvaluatedAt: t0.Add(-time.Minute), WindowStart: window,
+			Checks: []CheckRecord{{Name: "failures", Result: v1alpha1.AnalysisPassed, Message: "m"}}}
+	}
+	deferred := func(wait time.Duration) func(*Input) {
+		return func(in *Input) { in.Analysis.Deferred, in.Analysis.BudgetWait = true, wait }
+	}
+	for name, tc := range map[string]struct {
+		in      Input
+		advance bool
+		requeue time.Duration
+		says    string
+	}{
+		"a reservation: back when it has room": {with(base(), analysed, passed, deferred(7*time.Second)), false, 7 * time.Second, "waits for its turn"},
+		"no reservation: an interval later":    {with(base(), analysed, passed, deferred(0)), false, 30 * time.Second, "waits for its turn"},
+		"never evaluated: says both":           {with(base(), analysed, deferred(3*time.Second)), false, 3 * time.Second, "not been evaluated yet"},
+		"within the pause the pause holds": {with(base(), analysed, passed, deferred(0), func(in *Input) { in.Temporal.RampChangedAt = t0.Add(-4 * time.Minute) }),
+			false, 30 * time.Second, "next step (50%)"},
+		"a dry run does not wait for it": {with(base(), analysed, passed, dryRun, deferred(0)), true, 0, "setting the ramp"},
+		"not deferred, the last pass ends the step": {with(base(), analysed, passed, func(in *Input) {
+			in.Analysis.Last.EvaluatedAt = t0.Add(-time.Second)
+		}), true, 0, "setting the ramp"},
+	} {
+		got := Plan(tc.in)
+		if advanced := got.Routing != nil && got.Routing.Op == SetRamp; advanced != tc.advance {
+			t.Errorf("%s: Routing = %+v, want advancing: %v", name, got.Routing, tc.advance)
+		}
+		if !strings.Contains(got.Ready.Message, tc.says) {
+			t.Errorf("%s: Ready says %q, want %q", name, got.Ready.Message, tc.says)
+		}
+		if tc.requeue > 0 && got.RequeueAfter != tc.requeue {
+			t.Errorf("%s: RequeueAfter = %s, want %s", name, got.RequeueAfter, tc.requeue)
+		}
+		if !tc.in.Analysis.Deferred {
+			continue
+		}
+		kept := got.Analysis != nil && len(got.AnalysisResults) == 0 &&
+			(tc.in.Analysis.Last == nil && got.Analysis.EvaluatedAt.IsZero() || tc.in.Analysis.Last != nil && reflect.DeepEqual(*got.Analysis, *tc.in.Analysis.Last))
+		if !kept {
+			t.Errorf("%s: a deferred evaluation records nothing new: %+v, %+v", name, got.Analysis, got.AnalysisResults)
 		}
 	}
 }

@@ -60,7 +60,13 @@
 //     check fails or is inconclusive (too few samples, a failed read); a
 //     check failing more than its failureLimit times in a row aborts the
 //     rollout as the annotation does (AbortRollout, AnalysisFailed), with
-//     the evidence in status; dryRun only reports (in analysis.go).
+//     the evidence in status; dryRun only reports. An evaluation the
+//     namespace's read budget deferred records nothing and ends no step
+//     (it would end on a verdict older than an interval); it asks again
+//     when its reservation has room. Only one that may end the step
+//     (AnalysisRead.EndsStep: pause over, not paused, no dry run) waits in
+//     line for the budget; the others, which can only abort, take what
+//     nobody waits for (in analysis.go).
 //   - While a Progressive target ramps at a step that names a gate
 //     (spec.rollout.steps[].gate), that gate runs on the target's workflow
 //     task queue (one run at a time; GateWanted says which observe reads);

@@ -1,8 +1,11 @@
 package helm
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
+
+	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
 )
 
 // TestChartAnalysisPrometheus: analysis.prometheus.url becomes the
@@ -37,5 +40,20 @@ func TestChartAnalysisPrometheus(t *testing.T) {
 	}
 	if out, err := helm(t, "template", "rainbow", "charts/rainbow", "--set", "analysis.prometheus.url=prometheus:9090"); err == nil {
 		t.Errorf("a url without a scheme rendered: %s", out)
+	}
+}
+
+// TestChartAnalysisVisibilityRPS: analysis.visibilityRPS becomes the
+// manager's --analysis-visibility-rps, the default included; the schema
+// refuses a budget of 0, with which no evaluation would ever be served.
+func TestChartAnalysisVisibilityRPS(t *testing.T) {
+	if got, want := renderChart(t, "rainbow", "rainbow", "rainbow-system").args(t)["--analysis-visibility-rps"], fmt.Sprint(workerdeployment.DefaultAnalysisRPS); got != want {
+		t.Fatalf("default --analysis-visibility-rps=%q, want the manager's default %s", got, want)
+	}
+	if got := renderChart(t, "rainbow", "rainbow", "rainbow-system", "--set", "analysis.visibilityRPS=2.5").args(t)["--analysis-visibility-rps"]; got != "2.5" {
+		t.Fatalf("--analysis-visibility-rps=%q, want 2.5", got)
+	}
+	if out, err := helm(t, "template", "rainbow", "charts/rainbow", "--set", "analysis.visibilityRPS=0"); err == nil {
+		t.Errorf("analysis.visibilityRPS=0 rendered: %s", out)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rainbow-deploy/rainbow/internal/admission"
 	"github.com/rainbow-deploy/rainbow/internal/backlog"
+	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
 	"github.com/rainbow-deploy/rainbow/internal/manager"
 )
 
@@ -117,7 +118,7 @@ func comparePods(t *testing.T, chart, kust *appsv1.Deployment) {
 	sameJSON(t, "Deployment: pod annotations", chart.Spec.Template.Annotations, kust.Spec.Template.Annotations)
 	defaults := []string{"--identity=" + manager.DefaultIdentity, fmt.Sprintf("--max-versions=%d", manager.DefaultMaxVersions),
 		"--owned-resource-banned-kinds=" + strings.Join(admission.DefaultBannedKinds, ","), "--zap-log-level=info", "--zap-encoder=json",
-		"--backlog-interval=" + backlog.DefaultInterval.String()}
+		"--backlog-interval=" + backlog.DefaultInterval.String(), fmt.Sprintf("--analysis-visibility-rps=%g", float64(workerdeployment.DefaultAnalysisRPS))}
 	cp, kp := chart.Spec.Template.Spec.DeepCopy(), kust.Spec.Template.Spec.DeepCopy()
 	cc, kc := &cp.Containers[0], &kp.Containers[0]
 	cc.Args = slices.DeleteFunc(cc.Args, func(a string) bool { return slices.Contains(defaults, a) })

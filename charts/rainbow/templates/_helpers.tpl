@@ -96,6 +96,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   {{- with .attempts }},attempts={{ int . }}{{ end }}
   {{- with .timeout }},timeout={{ . }}{{ end }}
 {{- end }}
+- --analysis-visibility-rps={{ .Values.analysis.visibilityRPS }}
 {{- with .Values.analysis.prometheus }}
 {{- if .url }}
 - --analysis-prometheus-url={{ .url }}

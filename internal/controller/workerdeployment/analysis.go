@@ -20,16 +20,19 @@ import (
 )
 
 // The analysis' own read budget: the reads of one evaluation are bounded
-// in time, and each Temporal namespace gets at most analysisRPS visibility
-// counts a second (burst analysisBurst) across all its TWDs, so that many
-// rollouts at once cannot crowd out the workers' own visibility queries.
-// The burst stays inside Temporal's default bucket for them
-// (frontend.namespaceRPS.visibility: 10, burst ratio 1; bursts of 20 got
-// ResourceExhausted in make bench), and holds one evaluation's counts.
+// in time, and each Temporal namespace gets at most DefaultAnalysisRPS
+// visibility counts a second (--analysis-visibility-rps) across all its
+// TWDs, so that many rollouts at once leave room for the namespace's other
+// visibility queries. Temporal's default limit is 10 a second per
+// namespace and frontend, bursts of 10 (frontend.namespaceRPS.visibility,
+// frontend.namespaceBurstRatio.visibility 1; bursts of 20 got
+// ResourceExhausted in make bench): half of it stays for the rest, and the
+// burst holds one evaluation's counts (at most 4), so that a second never
+// takes more than 9.
 const (
 	analysisReadTimeout = 5 * time.Second
-	analysisRPS         = 2
-	analysisBurst       = 8
+	DefaultAnalysisRPS  = 5
+	analysisBurst       = 4
 )
 
 var (
@@ -41,48 +44,153 @@ var (
 		Name: "rainbow_analysis_aborts_total",
 		Help: "Rollouts the analysis aborted (reason AnalysisFailed).",
 	}, []string{"namespace", "name"})
+	analysisDeferrals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rainbow_analysis_deferrals_total",
+		Help: "Passes whose due analysis evaluation the namespace's read budget deferred, by wait: Turn (it may end a step and holds a reservation) or Spare (it can only abort and waits for counts nobody reserved).",
+	}, []string{"namespace", "name", "wait"})
 )
 
-func init() { metrics.Registry.MustRegister(analysisEvaluations, analysisAborts) }
+func init() { metrics.Registry.MustRegister(analysisEvaluations, analysisAborts, analysisDeferrals) }
 
 // analysisBudget rate-limits the analysis' reads per Temporal namespace.
+// Evaluations that may end a step take a turn in a queue (a reservation
+// each TWD keeps until it comes back for it), so that they are served in
+// the order they asked; the others only take counts nobody waits for.
+// Counts go out at the budget's pace whenever the TWDs get to run: turns
+// that come due while the work queue is busy would otherwise go out at once.
 type analysisBudget struct {
-	mu       sync.Mutex
-	limiters map[string]*rate.Limiter
+	mu sync.Mutex
+	// rps is the rate per namespace; 0 means DefaultAnalysisRPS.
+	rps   float64
+	conns map[string]*connBudget
+	held  map[types.NamespacedName]heldCounts
 }
 
-func (b *analysisBudget) allow(key string, n int, now time.Time) bool {
+// connBudget is one namespace's: the queue of turns, and the pace of the
+// counts actually sent.
+type connBudget struct{ queue, pace *rate.Limiter }
+
+// heldCounts is a TWD's turn: n counts of conn's budget, due at at.
+type heldCounts struct {
+	conn string
+	n    int
+	at   time.Time
+	r    *rate.Reservation
+}
+
+func (b *analysisBudget) conn(key string) *connBudget {
+	if b.conns == nil {
+		b.conns, b.held = map[string]*connBudget{}, map[types.NamespacedName]heldCounts{}
+	}
+	c, ok := b.conns[key]
+	if !ok {
+		l := rate.Limit(DefaultAnalysisRPS)
+		if b.rps > 0 {
+			l = rate.Limit(b.rps)
+		}
+		c = &connBudget{queue: rate.NewLimiter(l, analysisBurst), pace: rate.NewLimiter(l, analysisBurst)}
+		b.conns[key] = c
+	}
+	return c
+}
+
+// paced takes n counts of the pace now, or says how long until it can.
+func (c *connBudget) paced(n int, now time.Time) time.Duration {
+	if c.pace.AllowN(now, n) {
+		return 0
+	}
+	r := c.pace.ReserveN(now, n)
+	defer r.CancelAt(now)
+	return max(r.DelayFrom(now), 10*time.Millisecond)
+}
+
+// take asks for n counts of conn's budget for twd's evaluation: ok to read
+// now, or else wait until it may ask again (0: an evaluation that cannot
+// end a step, which only takes spare counts, holds no turn).
+func (b *analysisBudget) take(twd types.NamespacedName, conn string, n int, endsStep bool, now time.Time) (wait time.Duration, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.limiters == nil {
-		b.limiters = map[string]*rate.Limiter{}
+	c := b.conn(conn)
+	if h, found := b.held[twd]; found {
+		if h.conn == conn && h.n == n {
+			if now.Before(h.at) {
+				return h.at.Sub(now), false
+			}
+			if d := c.paced(n, now); d > 0 {
+				return d, false // keeps its turn
+			}
+			delete(b.held, twd)
+			return 0, true
+		}
+		h.r.CancelAt(now)
+		delete(b.held, twd)
 	}
-	l, ok := b.limiters[key]
-	if !ok {
-		l = rate.NewLimiter(analysisRPS, analysisBurst)
-		b.limiters[key] = l
+	if !endsStep {
+		// Turns hold the queue's tokens below n while anyone waits.
+		if c.queue.TokensAt(now) < float64(n) || c.pace.TokensAt(now) < float64(n) {
+			return 0, false
+		}
+		c.queue.AllowN(now, n)
+		c.pace.AllowN(now, n)
+		return 0, true
 	}
-	return l.AllowN(now, n)
+	r := c.queue.ReserveN(now, n)
+	if !r.OK() {
+		return 0, false // more than the burst: never; visibilityCounts' test keeps it within
+	}
+	at := now.Add(r.DelayFrom(now))
+	wait = at.Sub(now)
+	if wait == 0 {
+		wait = c.paced(n, now)
+	}
+	if wait > 0 {
+		b.held[twd] = heldCounts{conn: conn, n: n, at: at, r: r}
+		return wait, false
+	}
+	return 0, true
+}
+
+// release gives back twd's reservation, if it holds one it no longer
+// needs (its evaluation is no longer due, or the TWD is gone).
+func (b *analysisBudget) release(twd types.NamespacedName, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if h, found := b.held[twd]; found {
+		h.r.CancelAt(now)
+		delete(b.held, twd)
+	}
 }
 
 // observeAnalysis reads what the analysis needs when the planner says an
 // evaluation is due (planner.AnalysisToRead): the failure counts of the
 // target and, for checks comparing with it, of the current version, and
-// the target's backlog age. A read that fails, or finds the namespace's
-// budget spent, makes its checks inconclusive, which holds the step.
+// the target's backlog age. A read that fails makes its checks
+// inconclusive, which holds the step. An evaluation the namespace's budget
+// has no room for reads nothing (Deferred): the planner says when to ask
+// again, and releasing a reservation no longer needed gives it back.
 func (r *Reconciler) observeAnalysis(ctx context.Context, o *observation) {
 	if o.api == nil || o.input.Temporal == nil || o.retryBusy > 0 {
 		return
 	}
+	key := keyOf(o.twd)
 	rd, due := planner.AnalysisToRead(o.input)
 	if !due {
+		r.analysis.release(key, r.Clock.Now())
 		return
 	}
 	checks := o.input.Spec.Analysis.Checks
-	counts := visibilityCounts(checks)
-	budgetErr := ""
-	if counts > 0 && !r.analysis.allow(o.connKey, counts, r.Clock.Now()) {
-		budgetErr = fmt.Sprintf("the namespace's analysis read budget (%d visibility counts a second) is spent; evaluated again in spec.rollout.analysis.interval", analysisRPS)
+	if counts := visibilityCounts(checks); counts > 0 {
+		wait, ok := r.analysis.take(key, o.connKey, counts, rd.EndsStep, r.Clock.Now())
+		if !ok {
+			o.input.Analysis.Deferred, o.input.Analysis.BudgetWait = true, wait
+			kind := "Spare"
+			if wait > 0 {
+				kind = "Turn"
+			}
+			analysisDeferrals.WithLabelValues(o.twd.Namespace, o.twd.Name, kind).Inc()
+			logf.FromContext(ctx).V(1).Info("rollout analysis deferred by the read budget", "build", rd.BuildID, "endsStep", rd.EndsStep, "wait", wait)
+			return
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, analysisReadTimeout)
 	defer cancel()
@@ -97,8 +205,6 @@ func (r *Reconciler) observeAnalysis(ctx context.Context, o *observation) {
 		}
 		var out outcome
 		switch {
-		case budgetErr != "":
-			out.err = budgetErr
 		case build == "":
 			out.err = "no version is current to compare with"
 		default:
@@ -114,12 +220,10 @@ func (r *Reconciler) observeAnalysis(ctx context.Context, o *observation) {
 	var stuckRead *planner.Reading
 	stuck := func() planner.Reading {
 		if stuckRead == nil {
-			stuckRead = &planner.Reading{Err: budgetErr}
-			if budgetErr == "" {
-				var err error
-				if stuckRead.OnTarget, stuckRead.Stuck, err = o.api.StuckWorkflows(ctx, o.deploymentName, rd.BuildID); err != nil {
-					stuckRead.Err = err.Error()
-				}
+			stuckRead = &planner.Reading{}
+			var err error
+			if stuckRead.OnTarget, stuckRead.Stuck, err = o.api.StuckWorkflows(ctx, o.deploymentName, rd.BuildID); err != nil {
+				stuckRead.Err = err.Error()
 			}
 		}
 		return *stuckRead

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
@@ -74,5 +75,59 @@ func TestVisibilityCounts(t *testing.T) {
 	// The budget must hold the costliest evaluation, or it is never served.
 	if every := visibilityCounts([]planner.Check{fixed, compare, stuck, backlog}); every > analysisBurst {
 		t.Errorf("an evaluation of every kind costs %d counts, more than the budget's burst of %d", every, analysisBurst)
+	}
+}
+
+// TestAnalysisBudget: evaluations that may end a step are served in the
+// order they asked, each TWD coming back for its reservation when it has
+// room; those that can only abort take only counts nobody waits for; a
+// reservation no longer needed is given back; counts go out at the
+// budget's pace however late the TWDs come back.
+func TestAnalysisBudget(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	twd := func(name string) types.NamespacedName { return types.NamespacedName{Namespace: "ns", Name: name} }
+	b := &analysisBudget{rps: 2} // burst 4: one evaluation of 4 counts, then one every 2 s
+	for i, s := range []struct {
+		at       time.Duration
+		twd      string
+		conn     string
+		n        int
+		endsStep bool
+		release  bool
+		wait     time.Duration
+		ok       bool
+	}{
+		{at: 0, twd: "a", conn: "c", n: 4, endsStep: true, ok: true},
+		{at: 0, twd: "b", conn: "c", n: 4, endsStep: true, wait: 2 * time.Second},
+		{at: 0, twd: "c", conn: "c", n: 4, endsStep: true, wait: 4 * time.Second},
+		{at: 0, twd: "d", conn: "c", n: 4, wait: 0},                                     // spare only: none
+		{at: 0, twd: "e", conn: "other", n: 4, ok: true},                                // another namespace, its own budget
+		{at: time.Second, twd: "b", conn: "c", n: 4, endsStep: true, wait: time.Second}, // woken early: keeps its turn
+		{at: 2 * time.Second, twd: "b", conn: "c", n: 4, endsStep: true, ok: true},
+		{at: 3 * time.Second, twd: "c", release: true},                                      // no longer due
+		{at: 3 * time.Second, twd: "d", conn: "c", n: 4, endsStep: true, wait: time.Second}, // pause over; c's counts given back
+		{at: 4 * time.Second, twd: "d", conn: "c", n: 4, endsStep: true, ok: true},
+		{at: 6 * time.Second, twd: "f", conn: "c", n: 2, ok: true}, // spare again
+		{at: 6 * time.Second, twd: "g", conn: "c", n: 4, endsStep: true, wait: time.Second},
+		{at: 6 * time.Second, twd: "g", conn: "c", n: 2, endsStep: true, ok: true}, // fewer checks: asks afresh
+		// Turns that come due while the TWDs wait for a worker still go out
+		// at the budget's pace, not together.
+		{at: 6 * time.Second, twd: "h1", conn: "late", n: 4, endsStep: true, ok: true},
+		{at: 6 * time.Second, twd: "h2", conn: "late", n: 4, endsStep: true, wait: 2 * time.Second},
+		{at: 6 * time.Second, twd: "h3", conn: "late", n: 4, endsStep: true, wait: 4 * time.Second},
+		{at: 16 * time.Second, twd: "h2", conn: "late", n: 4, endsStep: true, ok: true},
+		{at: 16 * time.Second, twd: "h3", conn: "late", n: 4, endsStep: true, wait: 2 * time.Second},
+		{at: 16 * time.Second, twd: "h4", conn: "late", n: 4, wait: 0}, // spare: the pace is spent
+		{at: 18 * time.Second, twd: "h3", conn: "late", n: 4, endsStep: true, ok: true},
+	} {
+		now := t0.Add(s.at)
+		if s.release {
+			b.release(twd(s.twd), now)
+			continue
+		}
+		wait, ok := b.take(twd(s.twd), s.conn, s.n, s.endsStep, now)
+		if ok != s.ok || wait != s.wait {
+			t.Errorf("step %d: %s at %s: wait %s, ok %v; want %s, %v", i, s.twd, s.at, wait, ok, s.wait, s.ok)
+		}
 	}
 }

@@ -104,6 +104,9 @@ type Reconciler struct {
 	metadataWritten byTWD[writtenMetadata]
 	// analysis is the analysis' read budget per Temporal namespace.
 	analysis analysisBudget
+	// AnalysisRPS is that budget in visibility counts a second per
+	// namespace (--analysis-visibility-rps); 0 means DefaultAnalysisRPS.
+	AnalysisRPS float64
 	// Prometheus runs Prometheus checks; nil: none configured.
 	Prometheus *PrometheusReader
 }
@@ -124,6 +127,7 @@ type Reconciler struct {
 // registered first.
 func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 	r.watch = newPersonWatch(&r.lists, &r.settled)
+	r.analysis.rps = r.AnalysisRPS
 	if err := mgr.Add(r.watch); err != nil {
 		return err
 	}
@@ -233,6 +237,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			r.unreadable.clear(req.NamespacedName)
 			r.unanswered.clear(req.NamespacedName)
 			r.watch.forget(req.NamespacedName)
+			r.analysis.release(req.NamespacedName, r.Clock.Now())
 			r.Backlogs.Forget(req.NamespacedName)
 			r.Pool.Forget(ownerKey(&v1alpha1.TemporalWorkerDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name}}))
 			return reconcile.Result{}, r.orphanedOwned(ctx, req.NamespacedName)
