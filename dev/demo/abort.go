@@ -175,7 +175,7 @@ func (s *story) tellAbort(ctx context.Context, conn *v1alpha1.TemporalConnection
 
 	s.hellos.markAfter()
 	s.say("counting the Hello workflows started from now on")
-	if _, err := s.wait(ctx, 2*trafficWindow, "Hello workflows to finish after the abort", func(snapshot) (bool, string) {
+	if _, err := s.wait(ctx, 6*trafficWindow, "Hello workflows to finish after the abort", func(snapshot) (bool, string) {
 		n := 0
 		for _, c := range s.hellos.counted() {
 			n += c

@@ -23,7 +23,9 @@ import (
 // while the pinned workflow runs there, then scaled down and deleted; each
 // version had its own HPA, from examples/twor-hpa.yaml.
 func TestDemo(t *testing.T) {
-	parallel(t)
+	// Not parallel: the story paces itself by the clock (traffic windows,
+	// a minute per Hello workflow), as a person watching it would; Go runs
+	// it before the parallel tests, beside no other test of this package.
 	tt := env.NewTest(t)
 	r := &rollout{&harness.Rollout{T: tt, Name: "demo-worker", TaskQueue: tt.TaskQueue("demo")}}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -90,7 +92,9 @@ func TestDemo(t *testing.T) {
 // the evidence (the check's verdicts, the abort, the Event) and how to retry
 // or undo.
 func TestDemoAbort(t *testing.T) {
-	parallel(t)
+	// Not parallel: the story paces itself by the clock (traffic windows,
+	// a minute per Hello workflow), as a person watching it would; Go runs
+	// it before the parallel tests, beside no other test of this package.
 	tt := env.NewTest(t)
 	r := &rollout{&harness.Rollout{T: tt, Name: "demo-abort", TaskQueue: tt.TaskQueue("abort")}}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
