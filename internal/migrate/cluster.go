@@ -20,6 +20,7 @@ import (
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
 	"github.com/rainbow-deploy/rainbow/internal/buildid"
+	"github.com/rainbow-deploy/rainbow/internal/ownedresource"
 	"github.com/rainbow-deploy/rainbow/internal/workload"
 )
 
@@ -242,29 +243,48 @@ func deleteIncumbent(ctx context.Context, c client.Client, kind string, s Step, 
 
 // removeWithoutCleanup deletes obj (s's namespace and name) after taking
 // its finalizers away, so that no controller's clean-up runs, and only if
-// it is still the object planned (its UID).
+// it is still the object planned (its UID). The delete names the
+// resourceVersion the finalizers went with: a controller that put its
+// finalizer back in between (Rainbow's does, for a TWD it sees without
+// one) would otherwise turn the delete into its clean-up, so a conflict
+// takes them away again.
 func removeWithoutCleanup(ctx context.Context, c client.Client, obj client.Object, s Step, propagation metav1.DeletionPropagation) error {
-	if err := c.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Name}, obj); apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
-		return nil
-	} else if err != nil {
-		return err
-	}
-	if string(obj.GetUID()) != s.IncumbentUID {
-		return fmt.Errorf("%s was replaced since the plan (another UID); not removing it", s.Name)
-	}
-	if len(obj.GetFinalizers()) > 0 {
-		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": nil, "resourceVersion": obj.GetResourceVersion()}})
-		if err := c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
+	var err error
+	for range removeAttempts {
+		if err = c.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Name}, obj); apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if string(obj.GetUID()) != s.IncumbentUID {
+			return fmt.Errorf("%s was replaced since the plan (another UID); not removing it", s.Name)
+		}
+		if !obj.GetDeletionTimestamp().IsZero() && len(obj.GetFinalizers()) == 0 {
+			return nil
+		}
+		if len(obj.GetFinalizers()) > 0 {
+			patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": nil, "resourceVersion": obj.GetResourceVersion()}})
+			if err = c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); apierrors.IsConflict(err) {
+				continue
+			} else if err != nil {
+				return err
+			}
+		}
+		uid, rv := obj.GetUID(), obj.GetResourceVersion()
+		err = c.Delete(ctx, obj, client.PropagationPolicy(propagation), client.Preconditions{UID: &uid, ResourceVersion: &rv})
+		switch {
+		case err == nil, apierrors.IsNotFound(err):
+			return nil
+		case !apierrors.IsConflict(err):
 			return err
 		}
 	}
-	uid := obj.GetUID()
-	err := c.Delete(ctx, obj, client.PropagationPolicy(propagation), client.Preconditions{UID: &uid})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
+	return fmt.Errorf("%s: its finalizers came back %d times in a row (%v); stop the controller that adds them, then run migrate again", s.Name, removeAttempts, err)
 }
+
+// removeAttempts bounds the retries of removeWithoutCleanup against a
+// controller that keeps putting its finalizer back.
+const removeAttempts = 10
 
 func ignoreExists(err error) error {
 	if apierrors.IsAlreadyExists(err) {
@@ -318,13 +338,8 @@ func returnOwned(ctx context.Context, c client.Client, s Step) error {
 			if v.ResourceName == "" || v.Kind == "" {
 				continue
 			}
-			copyObj := &unstructured.Unstructured{}
-			copyObj.SetAPIVersion(v.APIVersion)
-			copyObj.SetKind(v.Kind)
-			copyObj.SetNamespace(s.Namespace)
-			copyObj.SetName(v.ResourceName)
-			if err := c.Delete(ctx, copyObj); err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("delete Rainbow's copy %s %s: %w", v.Kind, v.ResourceName, err)
+			if err := deleteCopy(ctx, c, &twor, v.APIVersion, v.Kind, v.ResourceName); err != nil {
+				return err
 			}
 		}
 		if err := removeWithoutCleanup(ctx, c, &twor, s, metav1.DeletePropagationBackground); err != nil {
@@ -335,6 +350,33 @@ func returnOwned(ctx context.Context, c client.Client, s Step) error {
 		return nil
 	}
 	return ignoreExists(c.Create(ctx, s.Incumbent.DeepCopy()))
+}
+
+// deleteCopy deletes the object a TWOR's status names as its copy only if
+// it is one: status is anyone's to write, so the object must carry the
+// labels of this TWOR's copies and have a Deployment as its controller,
+// in the TWOR's namespace. Anything else is left as it is.
+func deleteCopy(ctx context.Context, c client.Client, twor *v1alpha1.TemporalWorkerOwnedResource, apiVersion, kind, name string) error {
+	obj := &unstructured.Unstructured{}
+	obj.SetAPIVersion(apiVersion)
+	obj.SetKind(kind)
+	err := c.Get(ctx, types.NamespacedName{Namespace: twor.Namespace, Name: name}, obj)
+	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("read Rainbow's copy %s %s: %w", kind, name, err)
+	}
+	ref := metav1.GetControllerOf(obj)
+	if obj.GetNamespace() != twor.Namespace || obj.GetLabels()[ownedresource.LabelOwnedResource] != workload.WorkerLabel(twor.Name) ||
+		obj.GetLabels()[workload.LabelWorker] != workload.WorkerLabel(twor.Spec.WorkerRef.Name) ||
+		ref == nil || ref.APIVersion != "apps/v1" || ref.Kind != "Deployment" {
+		return nil
+	}
+	uid := obj.GetUID()
+	if err := c.Delete(ctx, obj, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete Rainbow's copy %s %s: %w", kind, name, err)
+	}
+	return nil
 }
 
 // ownsNoDeployment fails if the object with uid (what names it) still

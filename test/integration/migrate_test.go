@@ -441,3 +441,63 @@ func openWorkflows(r *rollout) string {
 	}
 	return fmt.Sprintf("open workflows %v", out)
 }
+
+// TestMigrateRemovalOutlastsAPutBackFinalizer: the way back removes a TWD
+// without its clean-up even when Rainbow's controller puts its finalizer
+// back between the command's two writes (the controller adds it to any TWD
+// it sees without one). A plain delete after that would start the TWD's
+// clean-up, which routes new workflows to unversioned workers; the TWD
+// must be gone when the command returns, never Terminating.
+func TestMigrateRemovalOutlastsAPutBackFinalizer(t *testing.T) {
+	parallel(t)
+	tt := env.NewTest(t)
+	r := newRollout(tt, "held")
+	ctx := context.Background()
+	twd := r.Spec("v1")
+	twd.Annotations = map[string]string{v1alpha1.AnnotationAdoptionPending: "true"}
+	r.Create(twd)
+	r.Eventually(time.Minute, "the controller's finalizer on the held TWD", func() (bool, string) {
+		got := r.Get()
+		return slices.Contains(got.Finalizers, v1alpha1.FinalizerCleanup), fmt.Sprintf("finalizers %v", got.Finalizers)
+	})
+	plan := migrate.Plan{Steps: []migrate.Step{{Kind: migrate.RetireTWD, Namespace: r.Namespace, Name: r.Name,
+		IncumbentUID: string(r.Get().UID), Says: "remove the TWD without its clean-up"}}}
+	c := &finalizerPutBack{Client: r.Env.Kube}
+	if err := migrate.Run(ctx, c, plan, &strings.Builder{}); err != nil {
+		t.Fatal(err)
+	}
+	if !c.putBack {
+		t.Fatal("the finalizer was never put back: the test did not race the command")
+	}
+	if got, err := r.Read(); !apierrors.IsNotFound(err) {
+		t.Fatalf("after the command the TWD is still there (%v): deletion %v, finalizers %v", err, got.DeletionTimestamp, got.Finalizers)
+	}
+}
+
+// finalizerPutBack is a client that, once, puts the cleanup finalizer
+// back on a TWD right after a patch took it away, as Rainbow's controller
+// does when it sees the TWD without one.
+type finalizerPutBack struct {
+	crclient.Client
+	putBack bool
+}
+
+func (c *finalizerPutBack) Patch(ctx context.Context, obj crclient.Object, patch crclient.Patch, opts ...crclient.PatchOption) error {
+	if err := c.Client.Patch(ctx, obj, patch, opts...); err != nil {
+		return err
+	}
+	twd, ok := obj.(*v1alpha1.TemporalWorkerDeployment)
+	if !ok || c.putBack || len(twd.Finalizers) > 0 {
+		return nil
+	}
+	c.putBack = true
+	var fresh v1alpha1.TemporalWorkerDeployment
+	if err := c.Client.Get(ctx, crclient.ObjectKeyFromObject(twd), &fresh); err != nil {
+		return err
+	}
+	if slices.Contains(fresh.Finalizers, v1alpha1.FinalizerCleanup) {
+		return nil // the controller was first
+	}
+	fresh.Finalizers = append(fresh.Finalizers, v1alpha1.FinalizerCleanup)
+	return c.Client.Update(ctx, &fresh)
+}
