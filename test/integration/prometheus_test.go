@@ -224,10 +224,15 @@ func scrapedWorker(t *v1alpha1.TemporalWorkerDeployment, env ...corev1.EnvVar) {
 }
 
 // activityFailureRatio is the share of the target's activity attempts
-// that failed in the window: no data until an activity ran on it; 0 while
-// none failed (the SDK's failure counter appears with the first failure).
+// that failed in the window: 0 while none failed (the SDK's failure
+// counter appears with the first failure), and no data until 20 attempts
+// ran on it. A share of a few attempts decides nothing: in a CI run the
+// first step's first evaluation saw 0 of a handful of a failing version's
+// attempts fail (its failure counter's first scrape is not an increase),
+// passed, and the version ramped on.
 const activityFailureRatio = `(sum(increase(temporal_activity_execution_failed_total{worker_build_id="{{ .BuildID }}"}[{{ .Window }}])) or vector(0))
-/ sum(increase(temporal_activity_execution_latency_seconds_count{worker_build_id="{{ .BuildID }}"}[{{ .Window }}]))`
+/ sum(increase(temporal_activity_execution_latency_seconds_count{worker_build_id="{{ .BuildID }}"}[{{ .Window }}]))
+and on() sum(increase(temporal_activity_execution_latency_seconds_count{worker_build_id="{{ .BuildID }}"}[{{ .Window }}])) >= 20`
 
 // TestRolloutAnalysisPrometheus judges rollouts by a Prometheus check
 // against a real Prometheus server scraping the demo workers' SDK metrics:
