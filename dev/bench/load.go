@@ -43,14 +43,17 @@ func (e *benchEnv) snapshot() (snapshot, error) {
 }
 
 const (
-	rpcMetric        = "rainbow_temporal_rpcs_total"
-	serverMetric     = "service_requests"
-	reconcileMetric  = "controller_runtime_reconcile_time_seconds"
-	queueMetric      = "workqueue_queue_duration_seconds"
-	kubeMetric       = "rest_client_requests_total"
-	twdController    = "temporalworkerdeployment"
-	reconcileTotal   = "controller_runtime_reconcile_total"
-	workerDeployRead = "worker-deployment read"
+	rpcMetric = "rainbow_temporal_rpcs_total"
+	// The adaptive limit of calls in flight (internal/inflight).
+	inFlightCutsMetric  = "rainbow_temporal_in_flight_cuts_total"
+	inFlightLimitMetric = "rainbow_temporal_in_flight_limit"
+	serverMetric        = "service_requests"
+	reconcileMetric     = "controller_runtime_reconcile_time_seconds"
+	queueMetric         = "workqueue_queue_duration_seconds"
+	kubeMetric          = "rest_client_requests_total"
+	twdController       = "temporalworkerdeployment"
+	reconcileTotal      = "controller_runtime_reconcile_total"
+	workerDeployRead    = "worker-deployment read"
 )
 
 // rpcKind sorts a Temporal method: reads, writes, and the gRPC health
@@ -149,6 +152,13 @@ type Window struct {
 	QueueP50           float64            `json:"queueP50Seconds"`
 	QueueP95           float64            `json:"queueP95Seconds"`
 	QueueMean          float64            `json:"queueMeanSeconds"`
+	// InFlightCuts is how often a slow or refused Temporal answer cut the
+	// controller's limit of calls in flight in the window
+	// (rainbow_temporal_in_flight_cuts_total); InFlightLimit is that limit
+	// at the window's end, the lowest over Temporal namespaces (0: no
+	// limit, as with --temporal-slow-call=0 or a controller before it).
+	InFlightCuts  float64 `json:"inFlightCuts,omitempty"`
+	InFlightLimit float64 `json:"inFlightLimit,omitempty"`
 }
 
 func window(name string, a, b snapshot, twds int) Window {
@@ -200,6 +210,12 @@ func window(name string, a, b snapshot, twds int) Window {
 	}
 	if all := b.machineAll - a.machineAll; all > 0 {
 		w.MachineBusy = (b.machineBusy - a.machineBusy) / all
+	}
+	w.InFlightCuts = b.manager.sum(inFlightCutsMetric, nil) - a.manager.sum(inFlightCutsMetric, nil)
+	for _, limit := range b.manager.by(inFlightLimitMetric, "temporal_namespace", nil) {
+		if w.InFlightLimit == 0 || limit < w.InFlightLimit {
+			w.InFlightLimit = limit
+		}
 	}
 	ka, kb := a.manager.by(kubeMetric, "method", nil), b.manager.by(kubeMetric, "method", nil)
 	var kube float64

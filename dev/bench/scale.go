@@ -186,8 +186,8 @@ func sharedRollout(ctx context.Context, e *benchEnv, o *observer, s *Scale, keys
 	}
 	s.rolledOut = last
 	s.Rollout = window(fmt.Sprintf("shared image change of %d TWDs", n), rollStart, s.rolledSnap, total)
-	fmt.Printf("  all %d rolled out %.1fs after the first change (each: median %.1fs; %s); waiting for the old versions to retire\n",
-		n, s.RolloutSeconds, s.RolloutEndToEnd.Median, stageMedians(s.RolloutStages))
+	fmt.Printf("  all %d rolled out %.1fs after the first change (each: median %.1fs; %s); Temporal calls in flight: %.0f cuts, limit %.1f at the end; waiting for the old versions to retire\n",
+		n, s.RolloutSeconds, s.RolloutEndToEnd.Median, stageMedians(s.RolloutStages), s.Rollout.InFlightCuts, s.Rollout.InFlightLimit)
 	return nil
 }
 

@@ -5,6 +5,7 @@
 package manager
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,6 +41,7 @@ import (
 	"github.com/rainbow-deploy/rainbow/internal/controller/temporalconnection"
 	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
 	"github.com/rainbow-deploy/rainbow/internal/externalmetrics"
+	"github.com/rainbow-deploy/rainbow/internal/inflight"
 	"github.com/rainbow-deploy/rainbow/internal/notify"
 	"github.com/rainbow-deploy/rainbow/internal/promquery"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
@@ -127,6 +129,12 @@ type Options struct {
 	// AnalysisVisibilityRPS is the analysis' budget of visibility counts
 	// a second per Temporal namespace; 0 means the default.
 	AnalysisVisibilityRPS float64
+	// TemporalSlowCall is the answer time past which the controller takes
+	// Temporal to be out of its fast range and cuts its calls in flight
+	// (package inflight); 0 means inflight.Defaults'.
+	TemporalSlowCall time.Duration
+	// TemporalInFlightUnlimited turns the adaptive limit off.
+	TemporalInFlightUnlimited bool
 }
 
 // Manager is a controller-runtime manager with Rainbow's controllers and
@@ -249,6 +257,11 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	sdkLog := temporallog.NewStructuredLogger(slog.New(logr.ToSlogHandler(opts.Logger.WithName("temporal-sdk"))))
 	pool := temporal.NewPool(opts.Identity, sdkLog).WithAllowedHosts(opts.AllowedTemporalHosts)
+	if !opts.TemporalInFlightUnlimited {
+		cfg := inflight.Defaults
+		cfg.SlowAfter = cmp.Or(opts.TemporalSlowCall, cfg.SlowAfter)
+		pool.WithInFlight(cfg)
+	}
 	if fence != nil {
 		pool.WithInterceptor(fence.temporalWrites)
 	}

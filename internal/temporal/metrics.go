@@ -7,8 +7,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/rainbow-deploy/rainbow/internal/inflight"
 )
 
 // rpcs counts every RPC the controller's clients make, so the cost of
@@ -19,8 +22,66 @@ var rpcs = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Temporal RPCs made by the controller, by method and result (ok or the gRPC code).",
 }, []string{"method", "result"})
 
+// inFlightLimit and inFlightCuts show the adaptive limit of calls in
+// flight (package inflight) per Temporal namespace.
+var (
+	inFlightLimit = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "rainbow_temporal_in_flight_limit",
+		Help: "How many worker-deployment calls the controller lets be in flight to a Temporal namespace at once; it falls when Temporal answers slowly or refuses for load, and grows back while it answers fast.",
+	}, []string{"temporal_namespace"})
+	inFlightCuts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rainbow_temporal_in_flight_cuts_total",
+		Help: "Times the limit of calls in flight to a Temporal namespace was cut because Temporal answered slowly or refused for load.",
+	}, []string{"temporal_namespace"})
+)
+
 func init() {
-	metrics.Registry.MustRegister(rpcs)
+	metrics.Registry.MustRegister(rpcs, inFlightLimit, inFlightCuts)
+}
+
+// limitInFlight is the interceptor that keeps a client's worker-deployment
+// calls (and the task-queue describes of the same rollouts) within an
+// adaptive limit; other calls (visibility, which has its own budget, gate
+// workflows, health checks) go as they come.
+func limitInFlight(cfg inflight.Config, namespace string) grpc.UnaryClientInterceptor {
+	l := inflight.NewLimiter(cfg, func(limit float64, cut bool) {
+		inFlightLimit.WithLabelValues(namespace).Set(limit)
+		if cut {
+			inFlightCuts.WithLabelValues(namespace).Inc()
+		}
+	})
+	inFlightLimit.WithLabelValues(namespace).Set(cfg.Initial)
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		limited, write := limitedCall(shortMethod(method))
+		if !limited {
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}
+		done, err := l.Acquire(ctx, write)
+		if err != nil {
+			return status.FromContextError(err).Err()
+		}
+		err = invoker(ctx, method, req, reply, cc, opts...)
+		code := status.Code(err)
+		done(code == codes.ResourceExhausted || code == codes.DeadlineExceeded)
+		return err
+	}
+}
+
+// limitedCall: method is one the in-flight limit holds, and whether it
+// writes (writes go before reads when places free up).
+func limitedCall(method string) (limited, write bool) {
+	if method == "DescribeTaskQueue" {
+		return true, false
+	}
+	if !strings.Contains(method, "WorkerDeployment") {
+		return false, false
+	}
+	for _, verb := range []string{"Set", "Delete", "Update", "Create"} {
+		if strings.HasPrefix(method, verb) {
+			return true, true
+		}
+	}
+	return true, false
 }
 
 // countRPCs is the unary interceptor every pooled client gets.

@@ -13,6 +13,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
 	"google.golang.org/grpc"
+
+	"github.com/rainbow-deploy/rainbow/internal/inflight"
 )
 
 // ErrPoolClosed is returned by Get after Close.
@@ -35,6 +37,9 @@ type Pool struct {
 	interceptors []grpc.UnaryClientInterceptor
 	// allowed are the addresses the pool dials at all.
 	allowed AllowedHosts
+	// inFlight adapts each client's calls in flight (WithInFlight); off
+	// while not Valid.
+	inFlight inflight.Config
 
 	mu      sync.Mutex
 	closed  bool
@@ -89,6 +94,14 @@ func (p *Pool) WithInterceptor(i grpc.UnaryClientInterceptor) *Pool {
 // checked before.
 func (p *Pool) WithAllowedHosts(a AllowedHosts) *Pool {
 	p.allowed = a
+	return p
+}
+
+// WithInFlight makes each client dialed from now on keep its Temporal
+// worker-deployment calls within an adaptive limit (package inflight); an
+// invalid cfg (the zero Config) leaves them unlimited.
+func (p *Pool) WithInFlight(cfg inflight.Config) *Pool {
+	p.inFlight = cfg
 	return p
 }
 
@@ -273,13 +286,24 @@ func (p *Pool) options(params ConnectionParams) (client.Options, error) {
 		ConnectionOptions: client.ConnectionOptions{
 			TLS:         tlsCfg,
 			TLSDisabled: !params.TLS,
-			DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(append(slices.Clone(p.interceptors), countRPCs)...)},
+			DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(p.chain(params)...)},
 		},
 	}
 	if params.APIKey != "" {
 		opts.Credentials = client.NewAPIKeyStaticCredentials(params.APIKey)
 	}
 	return opts, nil
+}
+
+// chain is the interceptors of a client for params: the pool's, the
+// in-flight limit (its waits are not Temporal's latency, so it goes
+// after them), then the count of calls sent.
+func (p *Pool) chain(params ConnectionParams) []grpc.UnaryClientInterceptor {
+	chain := slices.Clone(p.interceptors)
+	if p.inFlight.Valid() {
+		chain = append(chain, limitInFlight(p.inFlight, params.Namespace))
+	}
+	return append(chain, countRPCs)
 }
 
 func (p *Pool) connect(ctx context.Context, params ConnectionParams) (client.Client, string, error) {
