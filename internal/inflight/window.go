@@ -4,7 +4,7 @@
 // The limit moves as TCP's congestion window does (AIMD): it grows by one
 // for every limit's worth of calls answered in Temporal's fast range while
 // the limit was reached, and is cut by a factor when a call comes back
-// slow or refused for load (ResourceExhausted, DeadlineExceeded). A cut
+// slow or refused for load (ResourceExhausted). A cut
 // counts only calls sent after the last cut: the calls in flight then were
 // sent under the old limit and say nothing about the new one, so one slow
 // spell cuts once, not once per call it slowed.
@@ -59,8 +59,7 @@ type Outcome struct {
 	// window; Latency is how long Temporal took to answer it.
 	Sent    time.Time
 	Latency time.Duration
-	// Overloaded: Temporal refused the call for load, or it ran out of
-	// time.
+	// Overloaded: Temporal refused the call for load (ResourceExhausted).
 	Overloaded bool
 	// Full: the window was full when the call was let go (it took the
 	// last place, or waited for one): only then does a fast answer show

@@ -61,8 +61,10 @@ func limitInFlight(cfg inflight.Config, namespace string) grpc.UnaryClientInterc
 			return status.FromContextError(err).Err()
 		}
 		err = invoker(ctx, method, req, reply, cc, opts...)
-		code := status.Code(err)
-		done(code == codes.ResourceExhausted || code == codes.DeadlineExceeded)
+		// A deadline that ran out counts by the time Temporal took, not
+		// as a refusal: the caller's deadline may have been spent waiting
+		// here.
+		done(status.Code(err) == codes.ResourceExhausted)
 		return err
 	}
 }
