@@ -6,9 +6,23 @@ import (
 	"time"
 )
 
+// Class ranks a call waiting for a place: a free place goes to the oldest
+// waiting call of the first class.
+type Class int
+
+const (
+	// Urgent calls finish what people wait for: routing writes.
+	Urgent Class = iota
+	// Normal calls are the reads that decide them.
+	Normal
+	// Background calls can come later without delaying a rollout: the
+	// retirement's deletes, version metadata.
+	Background
+	classes
+)
+
 // Limiter holds the calls to one Temporal namespace above the window's
-// limit. Waiting writes go before waiting reads: a routing write finishes
-// a rollout, while a read that waits only looks later.
+// limit, and hands free places out by Class.
 type Limiter struct {
 	cfg Config
 	now func() time.Time
@@ -18,8 +32,7 @@ type Limiter struct {
 	mu       sync.Mutex
 	w        Window
 	inFlight int
-	writes   []chan struct{}
-	reads    []chan struct{}
+	waiting  [classes][]chan struct{}
 }
 
 // NewLimiter starts a limiter at cfg.Initial. changed may be nil.
@@ -30,20 +43,17 @@ func NewLimiter(cfg Config, changed func(limit float64, cut bool)) *Limiter {
 // Acquire waits for a place in the window, or for ctx to end. done must
 // be called once the call came back, with whether Temporal refused it for
 // load.
-func (l *Limiter) Acquire(ctx context.Context, write bool) (done func(overloaded bool), err error) {
+func (l *Limiter) Acquire(ctx context.Context, class Class) (done func(overloaded bool), err error) {
+	class = min(max(class, Urgent), Background)
 	l.mu.Lock()
 	full := false
-	if l.inFlight < l.w.Slots() && len(l.writes) == 0 && (write || len(l.reads) == 0) {
+	if l.inFlight < l.w.Slots() && !l.waitingUpTo(class) {
 		l.inFlight++
 		full = l.inFlight >= l.w.Slots()
 		l.mu.Unlock()
 	} else {
 		ready := make(chan struct{})
-		if write {
-			l.writes = append(l.writes, ready)
-		} else {
-			l.reads = append(l.reads, ready)
-		}
+		l.waiting[class] = append(l.waiting[class], ready)
 		l.mu.Unlock()
 		select {
 		case <-ready:
@@ -66,12 +76,24 @@ func (l *Limiter) Acquire(ctx context.Context, write bool) (done func(overloaded
 	}, nil
 }
 
+// waitingUpTo: a call of class or a higher one waits; a new call goes
+// behind it.
+func (l *Limiter) waitingUpTo(class Class) bool {
+	for c := Urgent; c <= class; c++ {
+		if len(l.waiting[c]) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // drop takes ready out of the queues; false if it was already handed a
 // place.
 func (l *Limiter) drop(ready chan struct{}) bool {
-	for _, q := range []*[]chan struct{}{&l.writes, &l.reads} {
-		for i, c := range *q {
-			if c == ready {
+	for c := range l.waiting {
+		q := &l.waiting[c]
+		for i, w := range *q {
+			if w == ready {
 				*q = append((*q)[:i], (*q)[i+1:]...)
 				return true
 			}
@@ -81,8 +103,8 @@ func (l *Limiter) drop(ready chan struct{}) bool {
 }
 
 // release frees the call's place, applies its outcome and hands the free
-// places on, writes first. An outcome with no latency and not overloaded
-// (a place given back unused) leaves the window as it is.
+// places on by class. An outcome with no latency and not overloaded (a
+// place given back unused) leaves the window as it is.
 func (l *Limiter) release(o Outcome) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -94,13 +116,11 @@ func (l *Limiter) release(o Outcome) {
 	if l.changed != nil && l.w.Limit != before {
 		l.changed(l.w.Limit, l.w.Limit < before)
 	}
-	for l.inFlight < l.w.Slots() {
-		q := &l.reads
-		if len(l.writes) > 0 {
-			q = &l.writes
-		}
+	for c := Urgent; c < classes && l.inFlight < l.w.Slots(); {
+		q := &l.waiting[c]
 		if len(*q) == 0 {
-			return
+			c++
+			continue
 		}
 		close((*q)[0])
 		*q = (*q)[1:]

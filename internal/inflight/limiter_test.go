@@ -19,9 +19,9 @@ func newTestLimiter(cfg Config) (*Limiter, *fakeClock) {
 	return l, clk
 }
 
-func mustAcquire(t *testing.T, l *Limiter, write bool) func(bool) {
+func mustAcquire(t *testing.T, l *Limiter, class Class) func(bool) {
 	t.Helper()
-	done, err := l.Acquire(context.Background(), write)
+	done, err := l.Acquire(context.Background(), class)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,10 +30,10 @@ func mustAcquire(t *testing.T, l *Limiter, write bool) func(bool) {
 
 // acquireLater starts an Acquire that waits; the channel gets its done
 // once it holds a place.
-func acquireLater(l *Limiter, write bool) <-chan func(bool) {
+func acquireLater(l *Limiter, class Class) <-chan func(bool) {
 	out := make(chan func(bool), 1)
 	go func() {
-		done, err := l.Acquire(context.Background(), write)
+		done, err := l.Acquire(context.Background(), class)
 		if err == nil {
 			out <- done
 		}
@@ -41,29 +41,36 @@ func acquireLater(l *Limiter, write bool) <-chan func(bool) {
 	return out
 }
 
-func waitQueued(t *testing.T, l *Limiter, writes, reads int) {
+// waitQueued waits until the classes' queues hold want calls (Urgent,
+// Normal, Background).
+func waitQueued(t *testing.T, l *Limiter, want ...int) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		l.mu.Lock()
-		w, r := len(l.writes), len(l.reads)
+		same := true
+		for c := range l.waiting {
+			if c < len(want) && len(l.waiting[c]) != want[c] || c >= len(want) && len(l.waiting[c]) != 0 {
+				same = false
+			}
+		}
 		l.mu.Unlock()
-		if w == writes && r == reads {
+		if same {
 			return
 		}
 	}
-	t.Fatalf("never %d writes and %d reads queued", writes, reads)
+	t.Fatalf("never %v calls queued by class", want)
 }
 
 func TestLimiterHoldsCallsAboveTheLimitAndLetsWritesFirst(t *testing.T) {
 	l, clk := newTestLimiter(Config{Initial: 2, Min: 1, Max: 4, SlowAfter: time.Second, Cut: 0.5})
-	a := mustAcquire(t, l, false)
-	b := mustAcquire(t, l, false)
+	a := mustAcquire(t, l, Normal)
+	b := mustAcquire(t, l, Normal)
 	if l.InFlight() != 2 {
 		t.Fatalf("in flight %d, want 2", l.InFlight())
 	}
-	read := acquireLater(l, false)
+	read := acquireLater(l, Normal)
 	waitQueued(t, l, 0, 1)
-	write := acquireLater(l, true)
+	write := acquireLater(l, Urgent)
 	waitQueued(t, l, 1, 1)
 
 	clk.t = clk.t.Add(10 * time.Millisecond)
@@ -102,7 +109,7 @@ func TestLimiterCutsOnASlowAnswer(t *testing.T) {
 			heard = append(heard, limit)
 		}
 	}
-	calls := []func(bool){mustAcquire(t, l, false), mustAcquire(t, l, false), mustAcquire(t, l, false)}
+	calls := []func(bool){mustAcquire(t, l, Normal), mustAcquire(t, l, Normal), mustAcquire(t, l, Normal)}
 	clk.t = clk.t.Add(3 * time.Second)
 	for _, done := range calls {
 		done(false)
@@ -111,9 +118,9 @@ func TestLimiterCutsOnASlowAnswer(t *testing.T) {
 		t.Fatalf("three slow answers sent together: limit %v, cuts heard %v; want one cut to 2", l.Limit(), heard)
 	}
 	// Two places now: a third call waits.
-	mustAcquire(t, l, false)
-	mustAcquire(t, l, true)
-	later := acquireLater(l, false)
+	mustAcquire(t, l, Normal)
+	mustAcquire(t, l, Urgent)
+	later := acquireLater(l, Normal)
 	waitQueued(t, l, 0, 1)
 	select {
 	case <-later:
@@ -124,7 +131,7 @@ func TestLimiterCutsOnASlowAnswer(t *testing.T) {
 
 func TestLimiterRefusalCuts(t *testing.T) {
 	l, _ := newTestLimiter(Config{Initial: 4, Min: 1, Max: 8, SlowAfter: time.Second, Cut: 0.5})
-	done := mustAcquire(t, l, true)
+	done := mustAcquire(t, l, Urgent)
 	done(true)
 	if l.Limit() != 2 {
 		t.Fatalf("a refusal for load left the limit at %v, want 2", l.Limit())
@@ -133,11 +140,11 @@ func TestLimiterRefusalCuts(t *testing.T) {
 
 func TestLimiterWaitEndsWithItsContext(t *testing.T) {
 	l, _ := newTestLimiter(Config{Initial: 1, Min: 1, Max: 2, SlowAfter: time.Second, Cut: 0.5})
-	held := mustAcquire(t, l, false)
+	held := mustAcquire(t, l, Normal)
 	ctx, cancel := context.WithCancel(context.Background())
 	errs := make(chan error, 1)
 	go func() {
-		_, err := l.Acquire(ctx, true)
+		_, err := l.Acquire(ctx, Urgent)
 		errs <- err
 	}()
 	waitQueued(t, l, 1, 0)
@@ -150,5 +157,35 @@ func TestLimiterWaitEndsWithItsContext(t *testing.T) {
 	if l.InFlight() != 0 {
 		t.Fatalf("in flight %d, want 0: the cancelled wait kept a place", l.InFlight())
 	}
-	mustAcquire(t, l, false)
+	mustAcquire(t, l, Normal)
+}
+
+// TestLimiterHandsPlacesOutByClass: with one place, calls queued as
+// background, normal and urgent get it in the reverse order, and a new
+// call goes behind a waiting one of its class or a higher one.
+func TestLimiterHandsPlacesOutByClass(t *testing.T) {
+	l, clk := newTestLimiter(Config{Initial: 1, Min: 1, Max: 1, SlowAfter: time.Hour, Cut: 0.5})
+	held := mustAcquire(t, l, Normal)
+	background := acquireLater(l, Background)
+	waitQueued(t, l, 0, 0, 1)
+	normal := acquireLater(l, Normal)
+	waitQueued(t, l, 0, 1, 1)
+	urgent := acquireLater(l, Urgent)
+	waitQueued(t, l, 1, 1, 1)
+	clk.t = clk.t.Add(time.Millisecond)
+	held(false)
+	for _, next := range []struct {
+		name string
+		ch   <-chan func(bool)
+	}{{"urgent", urgent}, {"normal", normal}, {"background", background}} {
+		select {
+		case done := <-next.ch:
+			done(false)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the %s call did not get the place next", next.name)
+		}
+	}
+	if l.InFlight() != 0 {
+		t.Fatalf("in flight %d after every call came back", l.InFlight())
+	}
 }

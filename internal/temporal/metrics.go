@@ -52,11 +52,11 @@ func limitInFlight(cfg inflight.Config, namespace string) grpc.UnaryClientInterc
 	})
 	inFlightLimit.WithLabelValues(namespace).Set(cfg.Initial)
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		limited, write := limitedCall(shortMethod(method))
+		limited, class := limitedCall(shortMethod(method))
 		if !limited {
 			return invoker(ctx, method, req, reply, cc, opts...)
 		}
-		done, err := l.Acquire(ctx, write)
+		done, err := l.Acquire(ctx, class)
 		if err != nil {
 			return status.FromContextError(err).Err()
 		}
@@ -69,21 +69,21 @@ func limitInFlight(cfg inflight.Config, namespace string) grpc.UnaryClientInterc
 	}
 }
 
-// limitedCall: method is one the in-flight limit holds, and whether it
-// writes (writes go before reads when places free up).
-func limitedCall(method string) (limited, write bool) {
-	if method == "DescribeTaskQueue" {
-		return true, false
+// limitedCall: method is one the in-flight limit holds, and its class:
+// routing writes (and the manager role they need) first, then the reads
+// that decide them, then the retirement's deletes and version metadata.
+func limitedCall(method string) (limited bool, class inflight.Class) {
+	switch {
+	case method == "DescribeTaskQueue":
+		return true, inflight.Normal
+	case !strings.Contains(method, "WorkerDeployment"):
+		return false, 0
+	case strings.HasPrefix(method, "Set"):
+		return true, inflight.Urgent
+	case strings.HasPrefix(method, "Delete"), strings.HasPrefix(method, "Update"), strings.HasPrefix(method, "Create"):
+		return true, inflight.Background
 	}
-	if !strings.Contains(method, "WorkerDeployment") {
-		return false, false
-	}
-	for _, verb := range []string{"Set", "Delete", "Update", "Create"} {
-		if strings.HasPrefix(method, verb) {
-			return true, true
-		}
-	}
-	return true, false
+	return true, inflight.Normal
 }
 
 // countRPCs is the unary interceptor every pooled client gets.

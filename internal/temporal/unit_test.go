@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/rainbow-deploy/rainbow/api/v1alpha1"
+	"github.com/rainbow-deploy/rainbow/internal/inflight"
 	"github.com/rainbow-deploy/rainbow/internal/planner"
 )
 
@@ -309,5 +310,34 @@ func TestStepGateWorkflowID(t *testing.T) {
 			t.Fatalf("%q collides", id)
 		}
 		ids[id] = true
+	}
+}
+
+// TestLimitedCall: the in-flight limit holds the worker-deployment calls
+// and the task-queue describes, routing writes first and the retirement's
+// deletes and metadata last; visibility and workflow calls go as they come.
+func TestLimitedCall(t *testing.T) {
+	for method, want := range map[string]struct {
+		limited bool
+		class   inflight.Class
+	}{
+		"SetWorkerDeploymentCurrentVersion":     {true, inflight.Urgent},
+		"SetWorkerDeploymentRampingVersion":     {true, inflight.Urgent},
+		"SetWorkerDeploymentManager":            {true, inflight.Urgent},
+		"DescribeWorkerDeployment":              {true, inflight.Normal},
+		"DescribeWorkerDeploymentVersion":       {true, inflight.Normal},
+		"ListWorkerDeployments":                 {true, inflight.Normal},
+		"DescribeTaskQueue":                     {true, inflight.Normal},
+		"DeleteWorkerDeploymentVersion":         {true, inflight.Background},
+		"DeleteWorkerDeployment":                {true, inflight.Background},
+		"UpdateWorkerDeploymentVersionMetadata": {true, inflight.Background},
+		"CountWorkflowExecutions":               {false, 0},
+		"ListWorkflowExecutions":                {false, 0},
+		"StartWorkflowExecution":                {false, 0},
+		"GetWorkflowExecutionHistory":           {false, 0},
+	} {
+		if limited, class := limitedCall(method); limited != want.limited || class != want.class {
+			t.Errorf("%s: limited %v, class %d; want %v, %d", method, limited, class, want.limited, want.class)
+		}
 	}
 }
