@@ -88,7 +88,7 @@ func TestOneSlowSpellCutsOnce(t *testing.T) {
 	c := Defaults
 	w := Start(c)
 	for i := range 16 {
-		w = w.After(c, Outcome{Sent: t0.Add(time.Duration(i) * time.Millisecond), Latency: 3 * time.Second})
+		w = w.After(c, Outcome{Sent: t0.Add(time.Duration(i) * time.Millisecond), Latency: 30 * time.Second})
 	}
 	if w.Limit != 8 {
 		t.Fatalf("16 slow calls sent together left the limit at %v, want one cut to 8", w.Limit)
