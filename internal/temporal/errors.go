@@ -48,6 +48,24 @@ func Unanswered(err error) bool {
 	return errors.As(err, &unavailable) || errors.As(err, &late) || errors.Is(err, context.DeadlineExceeded)
 }
 
+// Overloaded: Temporal refused the call because the namespace or the
+// server is at a limit of load (rate, concurrency, persistence, overload),
+// which fewer calls in flight relieve. A busy worker deployment (one
+// workflow applying a change), a full store or the worker-deployment
+// count limit is not load.
+func Overloaded(err error) bool {
+	var exhausted *serviceerror.ResourceExhausted
+	if !errors.As(err, &exhausted) {
+		return false
+	}
+	switch exhausted.Cause {
+	case enumspb.RESOURCE_EXHAUSTED_CAUSE_BUSY_WORKFLOW, enumspb.RESOURCE_EXHAUSTED_CAUSE_PERSISTENCE_STORAGE_LIMIT,
+		enumspb.RESOURCE_EXHAUSTED_CAUSE_WORKER_DEPLOYMENT_LIMITS:
+		return false
+	}
+	return true
+}
+
 // RetryAfter is how soon to retry a call Temporal throttled: a worker
 // deployment's internal workflow that is busy with a routing change frees
 // up within a few hundred milliseconds, while a rate limit needs a second.

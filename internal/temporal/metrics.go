@@ -6,8 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"go.temporal.io/api/serviceerror"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -64,7 +64,7 @@ func limitInFlight(cfg inflight.Config, namespace string) grpc.UnaryClientInterc
 		// A deadline that ran out counts by the time Temporal took, not
 		// as a refusal: the caller's deadline may have been spent waiting
 		// here.
-		done(status.Code(err) == codes.ResourceExhausted)
+		done(err != nil && Overloaded(serviceerror.FromStatus(status.Convert(err))))
 		return err
 	}
 }

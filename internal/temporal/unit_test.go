@@ -341,3 +341,28 @@ func TestLimitedCall(t *testing.T) {
 		}
 	}
 }
+
+// TestOverloaded: only a refusal for the namespace's or server's load cuts
+// the calls in flight; a busy worker deployment does not.
+func TestOverloaded(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{serviceerror.NewResourceExhausted(enumspb.RESOURCE_EXHAUSTED_CAUSE_RPS_LIMIT, "namespace rate limit exceeded"), true},
+		{serviceerror.NewResourceExhausted(enumspb.RESOURCE_EXHAUSTED_CAUSE_SYSTEM_OVERLOADED, "overloaded"), true},
+		{serviceerror.NewResourceExhausted(enumspb.RESOURCE_EXHAUSTED_CAUSE_CONCURRENT_LIMIT, "too many"), true},
+		{serviceerror.NewResourceExhausted(enumspb.RESOURCE_EXHAUSTED_CAUSE_UNSPECIFIED, "?"), true},
+		{fmt.Errorf("describe: %w", serviceerror.NewResourceExhausted(enumspb.RESOURCE_EXHAUSTED_CAUSE_PERSISTENCE_LIMIT, "db")), true},
+		{serviceerror.NewResourceExhausted(enumspb.RESOURCE_EXHAUSTED_CAUSE_BUSY_WORKFLOW, "workflow is busy"), false},
+		{serviceerror.NewResourceExhausted(enumspb.RESOURCE_EXHAUSTED_CAUSE_WORKER_DEPLOYMENT_LIMITS, "too many deployments"), false},
+		{serviceerror.NewResourceExhausted(enumspb.RESOURCE_EXHAUSTED_CAUSE_PERSISTENCE_STORAGE_LIMIT, "full"), false},
+		{serviceerror.NewDeadlineExceeded("late"), false},
+		{serviceerror.NewNotFound("gone"), false},
+		{nil, false},
+	} {
+		if got := Overloaded(tc.err); got != tc.want {
+			t.Errorf("Overloaded(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
