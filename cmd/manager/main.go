@@ -16,7 +16,6 @@ import (
 	"github.com/rainbow-deploy/rainbow/internal/backlog"
 	"github.com/rainbow-deploy/rainbow/internal/controller/workerdeployment"
 	"github.com/rainbow-deploy/rainbow/internal/externalmetrics"
-	"github.com/rainbow-deploy/rainbow/internal/inflight"
 	"github.com/rainbow-deploy/rainbow/internal/manager"
 	"github.com/rainbow-deploy/rainbow/internal/notify"
 	"github.com/rainbow-deploy/rainbow/internal/temporal"
@@ -79,9 +78,9 @@ func main() {
 	flag.Float64Var(&opts.AnalysisVisibilityRPS, "analysis-visibility-rps", workerdeployment.DefaultAnalysisRPS,
 		"visibility counts (CountWorkflowExecutions) a second that spec.rollout.analysis may make per Temporal namespace, for all TemporalWorkerDeployments together; "+
 			"Temporal's default limit is 10 a second per namespace and frontend (frontend.namespaceRPS.visibility): keep room for the namespace's other visibility queries")
-	flag.DurationVar(&opts.TemporalSlowCall, "temporal-slow-call", inflight.Defaults.SlowAfter,
-		"a Temporal worker-deployment call answered later than this (or refused for load) cuts the calls the controller keeps in flight to its namespace, "+
-			"which grow back while answers come faster (docs/performance.md#adaptive-calls-in-flight); 0 turns the limit off")
+	flag.DurationVar(&opts.TemporalSlowCall, "temporal-slow-call", 0,
+		"turn on the adaptive limit of Temporal calls in flight: a worker-deployment call answered later than this (or refused for load) cuts the calls the controller keeps in flight to its namespace, "+
+			"which grow back while answers come faster; 0 (the default) leaves them unlimited (docs/performance.md#adaptive-calls-in-flight)")
 	showVersion := flag.Bool("version", false, "print the version and revision and exit")
 	webhook := bindWebhookFlags(flag.CommandLine)
 	zapOpts := zap.Options{}
@@ -101,7 +100,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "--temporal-slow-call must not be negative")
 		os.Exit(2)
 	}
-	opts.TemporalInFlightUnlimited = opts.TemporalSlowCall == 0
 	if notifyErr != nil {
 		fmt.Fprintln(os.Stderr, notifyErr)
 		os.Exit(2)

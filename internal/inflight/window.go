@@ -32,12 +32,13 @@ type Config struct {
 	Cut float64
 }
 
-// Defaults are the controller's: a limit above its reconcile workers, so
-// that it binds only after Temporal slowed down. Slow is 10 s, a third of
-// a pass's deadline: a routing write takes about a second even on a quiet
-// dev server (it waits for the change to reach the task queues), and with
-// a 1 s bound ten TWDs rolling out cut the limit to 2 and took 11 s
-// instead of 4 (docs/performance.md#adaptive-calls-in-flight).
+// Defaults are the limit's when turned on (the manager's
+// --temporal-slow-call sets SlowAfter): a limit above the reconcile
+// workers, so that it binds only after Temporal slowed down. Slow is 10 s,
+// a third of a pass's deadline: a routing write takes about a second even
+// on a quiet dev server (it waits for the change to reach the task
+// queues), and with a 1 s bound ten TWDs rolling out cut the limit to 2
+// and took 11 s instead of 4 (docs/performance.md#adaptive-calls-in-flight).
 var Defaults = Config{Initial: 16, Min: 2, Max: 64, SlowAfter: 10 * time.Second, Cut: 0.5}
 
 // Valid: the bounds hold together and a call can always go.

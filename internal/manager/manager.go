@@ -5,7 +5,6 @@
 package manager
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -129,12 +128,12 @@ type Options struct {
 	// AnalysisVisibilityRPS is the analysis' budget of visibility counts
 	// a second per Temporal namespace; 0 means the default.
 	AnalysisVisibilityRPS float64
-	// TemporalSlowCall is the answer time past which the controller takes
-	// Temporal to be out of its fast range and cuts its calls in flight
-	// (package inflight); 0 means inflight.Defaults'.
+	// TemporalSlowCall, when set, turns on the adaptive limit of calls in
+	// flight to each Temporal namespace (package inflight): an answer
+	// later than this cuts it. 0 leaves the calls unlimited, the default:
+	// measured against the dev server, the limit made large rollouts
+	// slower (docs/performance.md#adaptive-calls-in-flight).
 	TemporalSlowCall time.Duration
-	// TemporalInFlightUnlimited turns the adaptive limit off.
-	TemporalInFlightUnlimited bool
 }
 
 // Manager is a controller-runtime manager with Rainbow's controllers and
@@ -257,9 +256,9 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	sdkLog := temporallog.NewStructuredLogger(slog.New(logr.ToSlogHandler(opts.Logger.WithName("temporal-sdk"))))
 	pool := temporal.NewPool(opts.Identity, sdkLog).WithAllowedHosts(opts.AllowedTemporalHosts)
-	if !opts.TemporalInFlightUnlimited {
+	if opts.TemporalSlowCall > 0 {
 		cfg := inflight.Defaults
-		cfg.SlowAfter = cmp.Or(opts.TemporalSlowCall, cfg.SlowAfter)
+		cfg.SlowAfter = opts.TemporalSlowCall
 		pool.WithInFlight(cfg)
 	}
 	if fence != nil {
