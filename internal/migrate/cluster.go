@@ -259,9 +259,6 @@ func removeWithoutCleanup(ctx context.Context, c client.Client, obj client.Objec
 		if string(obj.GetUID()) != s.IncumbentUID {
 			return fmt.Errorf("%s was replaced since the plan (another UID); not removing it", s.Name)
 		}
-		if !obj.GetDeletionTimestamp().IsZero() && len(obj.GetFinalizers()) == 0 {
-			return nil
-		}
 		if len(obj.GetFinalizers()) > 0 {
 			patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": nil, "resourceVersion": obj.GetResourceVersion()}})
 			if err = c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); apierrors.IsConflict(err) {
