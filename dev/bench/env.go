@@ -35,7 +35,7 @@ type benchEnv struct {
 // startEnv starts devenv with dynamic config fit for n worker deployments,
 // attaches the test harness to it (clients, CRDs) and starts the manager
 // binary against it.
-func startEnv(root, dir string, n int, manager string, managerArgs []string) (*benchEnv, error) {
+func startEnv(root, dir string, n int, manager string, managerArgs []string, longPolls bool) (*benchEnv, error) {
 	bin := filepath.Join(root, ".cache", "bin")
 	if manager == "" {
 		manager = filepath.Join(bin, "manager")
@@ -62,10 +62,18 @@ func startEnv(root, dir string, n int, manager string, managerArgs []string) (*b
 		// four polls, twice as many while a version replaces another.
 		fmt.Sprintf("--temporal-dynamic-config=matching.maxDeployments=%d", n+50),
 		fmt.Sprintf("--temporal-dynamic-config=frontend.namespaceCount=%d", max(1200, 12*(n+10))),
+	}
+	if longPolls {
+		// Temporal's default long poll. Its default poller history is 5
+		// minutes; 70 s outlasts a poll and keeps retirements short.
+		args = append(args,
+			"--temporal-dynamic-config=matching.longPollExpirationInterval=1m",
+			"--temporal-dynamic-config=matching.PollerHistoryTTL=70s")
+	} else {
 		// The dev server forgets a poller 10 s after its last poll; idle
 		// long polls must return sooner than that, or a waiting worker
 		// looks absent and the controller holds its rollout.
-		"--temporal-dynamic-config=matching.longPollExpirationInterval=5s",
+		args = append(args, "--temporal-dynamic-config=matching.longPollExpirationInterval=5s")
 	}
 	e := &benchEnv{dir: dir, own: newCallCounter()}
 	var err error

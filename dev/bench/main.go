@@ -44,6 +44,9 @@ type config struct {
 	ScaleRollout        bool          `json:"scaleRollout"`
 	Waiting             time.Duration `json:"waitingNanoseconds"`
 	ManagerArgs         []string      `json:"managerArgs,omitempty"`
+	// LongPolls runs Temporal with production-like polling: idle long
+	// polls of a minute instead of 5 s.
+	LongPolls bool `json:"longPolls,omitempty"`
 }
 
 // Result is the JSON document a run writes.
@@ -111,6 +114,9 @@ func main() {
 		"change the image of all N TWDs at once and time it (env BENCH_SCALE_ROLLOUT=false skips it: twice N workers run meanwhile)")
 	flag.StringVar(&cfg.Manager, "manager", "", "manager binary to measure (default .cache/bin/manager, built by make bins)")
 	flag.StringVar(&cfg.Out, "out", "", "directory for the JSON results and logs (default .cache/bench)")
+	flag.BoolVar(&cfg.LongPolls, "long-polls", os.Getenv("BENCH_LONG_POLLS") == "true",
+		"idle long polls return after Temporal's default minute, and pollers are forgotten 70 s after their last poll, instead of 5 s and 10 s: "+
+			"production's poll load, for the scale phase; retiring a version then waits about a minute more (env BENCH_LONG_POLLS=true)")
 	managerArgs := flag.String("manager-args", "", "extra flags for the manager, space separated (e.g. --zap-log-level=5 logs every reconcile)")
 	flag.Parse()
 	cfg.ManagerArgs = strings.Fields(*managerArgs)
@@ -148,7 +154,7 @@ func run(cfg config) error {
 	defer stop()
 
 	fmt.Printf("bench: starting the environment and the controller (logs in %s)\n", runDir)
-	e, err := startEnv(root, runDir, cfg.N+max(*analysisTWDs, 0), cfg.Manager, cfg.ManagerArgs)
+	e, err := startEnv(root, runDir, cfg.N+max(*analysisTWDs, 0), cfg.Manager, cfg.ManagerArgs, cfg.LongPolls)
 	phase := newPhaseClock(&res)
 	phase.done("start the environment and the controller")
 	if err != nil {
