@@ -52,7 +52,9 @@
 //   - A gate run nobody needs is cancelled, then terminated after
 //     GateCancelGrace (in gate.go).
 //   - While Temporal still applies a routing change to the task queues'
-//     partitions, nothing is retired and status keeps the routing it showed (in propagation.go).
+//     partitions, nothing is retired and status keeps the routing it showed,
+//     or the one it read applied when this pass changed it (in propagation.go,
+//     and the controller's status).
 //   - While a Progressive target ramps, spec.rollout.analysis judges it
 //     from Temporal's records (AnalysisToRead says when observe reads, at
 //     most once per interval; Judge gives each kind's verdict: failure
@@ -79,7 +81,10 @@
 //     promotion once its gate passed; everything else goes on: the target's
 //     Deployment, rollbacks, aborts, sunsets, drains (in promotion.go).
 //   - Manual never routes, AllAtOnce makes the target current, Progressive
-//     ramps through the steps, timed from Temporal's ramp change time (in promotion.go).
+//     ramps through the steps, timed from Temporal's ramp change time; a
+//     step whose ramp Temporal still applies does not end, whatever its
+//     pause: under load applying a ramp took longer than a short pause, and
+//     the next ramp followed before any partition routed by the last (in promotion.go).
 //   - Other versions keep their workers while Temporal may route to them;
 //     drained and inactive ones are scaled down, then deleted (in sunset.go).
 //   - A summary that keeps a version draining is cross-checked against the

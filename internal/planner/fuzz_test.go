@@ -227,6 +227,10 @@ func fuzzInput(data []byte) Input {
 	if in.Temporal != nil && s.Bool() {
 		in.Temporal.RoutingChangedAt = t0.Add(fuzzsrc.Pick(s, -time.Second, -3*time.Second, -TemporalOutageBound))
 	}
+	if in.Temporal != nil && len(in.Spec.Steps) > 0 && s.Intn(3) == 0 {
+		// Ramping at one of the steps, as a Progressive rollout does.
+		in.Temporal.RampPercentage = in.Spec.Steps[s.Intn(len(in.Spec.Steps))].RampPercentage
+	}
 	if s.Intn(5) == 0 {
 		in.ClaimedBy = &Claimed{Holder: "other/w", Address: fuzzsrc.Pick(s, serverA.Address, ""), TemporalNamespace: "default"}
 	}
@@ -353,6 +357,15 @@ func safetyViolations(in Input, r Result) []error {
 		}
 		if len(r.DeleteDeployments) > 0 || len(r.DeleteTemporalVersions) > 0 {
 			bad("versions deleted while Temporal still applies a routing change: %+v %v", r.DeleteDeployments, r.DeleteTemporalVersions)
+		}
+		// A Progressive step ends only once Temporal applied its ramp: the
+		// target ramping at one of the steps is neither ramped further nor
+		// made current meanwhile.
+		target := in.Spec.TargetBuildID
+		atStep := slices.ContainsFunc(in.Spec.Steps, func(st Step) bool { return st.RampPercentage == ts.RampPercentage })
+		if rt := r.Routing; rt != nil && in.Spec.Strategy == v1alpha1.StrategyProgressive && target != "" && ts.RampingBuildID == target && atStep &&
+			rt.BuildID == target && (rt.Op == SetCurrent || (rt.Op == SetRamp && rt.RampPercentage > ts.RampPercentage)) {
+			bad("the %d%% step of %s ended (%+v) while Temporal still applies its ramp", ts.RampPercentage, target, *rt)
 		}
 	}
 	// A throttle, or reads failing for less than the outage bound, is never

@@ -167,7 +167,8 @@ func makeCurrent(v *view, p *plan, reason, msg string) progress {
 // progressive walks the steps. The first version of a deployment (nothing
 // current, no unversioned workers) has nobody to share traffic with, so it
 // becomes current directly. Each pause is measured from Temporal's ramp
-// change time, so a restarted controller keeps the schedule.
+// change time, so a restarted controller keeps the schedule, and a step
+// ends only once Temporal reports its ramp applied.
 // hold, from the analysis, says why the target's step may not end yet.
 func progressive(v *view, p *plan, hold string) progress {
 	t := v.temporal()
@@ -204,6 +205,13 @@ func progressive(v *view, p *plan, hold string) progress {
 		}
 		return movingBecause(v1alpha1.ReasonRamping, fmt.Sprintf("ramping %d%% to %s, %s at %s",
 			t.RampPercentage, v.target, next, deadline.UTC().Format(time.RFC3339)))
+	}
+	if v.propagating() {
+		// Its pause is over but Temporal still applies its ramp: a step
+		// that no partition may route by yet has given nobody the traffic
+		// it names. awaitPropagation says so and looks again.
+		return movingBecause(v1alpha1.ReasonRamping, fmt.Sprintf("holding the %d%% ramp of version %s: its pause is over, Temporal still applies it",
+			t.RampPercentage, v.target))
 	}
 	if i+1 < len(steps) {
 		return ramp(v, p, steps[i+1].RampPercentage)

@@ -70,6 +70,11 @@ func TestRoutingPropagation(t *testing.T) {
 		}
 	}
 	shownReady := func(in *Input) { in.TargetShownReady = true }
+	// Pauses shorter than Temporal can take to apply a ramp under load.
+	shortSteps := func(in *Input) {
+		in.Spec.Strategy = v1alpha1.StrategyProgressive
+		in.Spec.Steps = []Step{{RampPercentage: 10, Pause: 3 * time.Second}, {RampPercentage: 50, Pause: 3 * time.Second}}
+	}
 	oursRampsV1 := func(in *Input) {
 		in.Temporal.RampingBuildID, in.Temporal.RampPercentage, in.Temporal.RampChangedAt = "v1", 20, t0.Add(-time.Hour)
 		setVersion(in, version("v1", v1alpha1.VersionRamping))
@@ -113,6 +118,26 @@ func TestRoutingPropagation(t *testing.T) {
 			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForTemporal, Progressing: condTrue,
 				Requeue: requeuePropagation, Message: "applying the ramp of 10% to version v2"},
 		},
+		"a step whose pause is over but whose ramp Temporal still applies does not end": {
+			in: with(base(), shortSteps, func(in *Input) { rampingTarget(in, 10, -4*time.Second) }, applying(-4*time.Second)),
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForTemporal, Progressing: condTrue,
+				Requeue: time.Second, Message: "applying the ramp of 10% to version v2"},
+		},
+		"nor does the last step: no promotion before its ramp is applied": {
+			in: with(base(), shortSteps, func(in *Input) { rampingTarget(in, 50, -4*time.Second) }, applying(-4*time.Second)),
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForTemporal, Progressing: condTrue,
+				Requeue: time.Second, Message: "applying the ramp of 50% to version v2"},
+		},
+		"once applied, the step whose pause is over ends": {
+			in: with(base(), shortSteps, func(in *Input) { rampingTarget(in, 10, -4*time.Second) }),
+			want: expect{Routing: &Routing{Op: SetRamp, BuildID: "v2", RampPercentage: 50}, Ready: condFalse, Reason: v1alpha1.ReasonRamping,
+				Progressing: condTrue, Requeue: time.Second, Events: []string{EventRamp}},
+		},
+		"a ramp still reported applying a minute after its change is taken as applied: the step ends": {
+			in: with(base(), shortSteps, func(in *Input) { rampingTarget(in, 10, -TemporalOutageBound) }, applying(-TemporalOutageBound)),
+			want: expect{Routing: &Routing{Op: SetRamp, BuildID: "v2", RampPercentage: 50}, Ready: condFalse, Reason: v1alpha1.ReasonRamping,
+				Progressing: condTrue, Requeue: time.Second, Events: []string{EventRamp}},
+		},
 		"someone else's change being applied while the target's workers start: that wait stands": {
 			in: with(base(), applying(-time.Hour), func(in *Input) { in.Deployments[1].Available = false }),
 			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForPollers, Progressing: condTrue,
@@ -149,5 +174,44 @@ func TestAfterRoutingIsStillBeingApplied(t *testing.T) {
 	if res.Ready.Status == condTrue || res.Ready.Reason != v1alpha1.ReasonWaitingForTemporal || !res.RoutingPropagating {
 		t.Errorf("the plan right after the write: Ready %s/%s, RoutingPropagating %v; want not Ready until Temporal applied it",
 			res.Ready.Status, res.Ready.Reason, res.RoutingPropagating)
+	}
+}
+
+// TestStepsEndOnlyOnceApplied walks a Progressive rollout's states around
+// a step's end: every step and pause, ramps changed and reported applying
+// at various times. A step ends when its pause is over and Temporal no
+// longer reports its ramp being applied (or reported it for longer than
+// TemporalOutageBound), and never otherwise.
+func TestStepsEndOnlyOnceApplied(t *testing.T) {
+	ago := []time.Duration{0, time.Second, 3 * time.Second, 10 * time.Second, TemporalOutageBound - time.Second, TemporalOutageBound, time.Hour}
+	for _, pause := range []time.Duration{0, time.Second, 5 * time.Second, time.Minute} {
+		for step := range 2 {
+			for _, rampAgo := range ago {
+				for _, changeAgo := range append([]time.Duration{-1}, ago...) {
+					for _, applying := range []bool{false, true} {
+						in := with(base(), func(in *Input) {
+							in.Spec.Strategy = v1alpha1.StrategyProgressive
+							in.Spec.Steps = []Step{{RampPercentage: 10, Pause: pause}, {RampPercentage: 50, Pause: pause}}
+							rampingTarget(in, in.Spec.Steps[step].RampPercentage, -rampAgo)
+							in.Temporal.RoutingPropagating = applying
+							if changeAgo >= 0 {
+								in.Temporal.RoutingChangedAt = t0.Add(-changeAgo)
+							}
+						})
+						r := Plan(in)
+						stillApplying := applying && (changeAgo < 0 || changeAgo < TemporalOutageBound)
+						ends := r.Routing != nil && r.Routing.BuildID == "v2" &&
+							(r.Routing.Op == SetCurrent || (r.Routing.Op == SetRamp && r.Routing.RampPercentage > in.Temporal.RampPercentage))
+						if want := rampAgo >= pause && !stillApplying; ends != want {
+							t.Errorf("step %d%% (pause %s) changed %s ago, applying %v (reported for %s): step ends = %v (%+v), want %v",
+								in.Temporal.RampPercentage, pause, rampAgo, applying, changeAgo, ends, r.Routing, want)
+						}
+						for _, err := range violations(in, r) {
+							t.Errorf("step %d%%, pause %s, changed %s ago, applying %v (%s): %v", in.Temporal.RampPercentage, pause, rampAgo, applying, changeAgo, err)
+						}
+					}
+				}
+			}
+		}
 	}
 }

@@ -214,3 +214,33 @@ func TestStatusKeepsTheRoutingTemporalStillApplies(t *testing.T) {
 		t.Errorf("once applied, currentVersion = %+v, want v1", c)
 	}
 }
+
+// TestStatusShowsTheAppliedRoutingAWriteReplaces: a pass that reads a ramp
+// Temporal has applied since the last status, and replaces it at once
+// (the step's pause is over), shows that ramp while the next is applied:
+// it is what new workflows get meanwhile, not the routing shown before it.
+func TestStatusShowsTheAppliedRoutingAWriteReplaces(t *testing.T) {
+	pct := func(p int32) *int32 { return &p }
+	old := v1alpha1.TemporalWorkerDeploymentStatus{
+		CurrentVersion: &v1alpha1.WorkerVersion{BuildID: "v0", Status: v1alpha1.VersionCurrent},
+		TargetVersion:  &v1alpha1.WorkerVersion{BuildID: "v1", Status: v1alpha1.VersionInactive},
+	}
+	next := &planner.Routing{Op: planner.SetRamp, BuildID: "v1", RampPercentage: 75}
+	res := planner.Result{Routing: next, Versions: []planner.Version{
+		{BuildID: "v0", Status: v1alpha1.VersionCurrent},
+		{BuildID: "v1", Status: v1alpha1.VersionRamping, RampPercentage: pct(25), Target: true},
+	}, Projected: &planner.Report{RoutingPropagating: true, Routes: true, Versions: []planner.Version{
+		{BuildID: "v0", Status: v1alpha1.VersionCurrent},
+		{BuildID: "v1", Status: v1alpha1.VersionRamping, RampPercentage: pct(75), Target: true},
+	}}}
+	st := buildStatusOnly(old, 2, res, outcome{routed: next}, nil, t0)
+	if tv := st.TargetVersion; tv == nil || tv.Status != v1alpha1.VersionRamping || tv.RampPercentage == nil || *tv.RampPercentage != 25 {
+		t.Errorf("targetVersion = %+v, want v1 Ramping 25%%, the ramp Temporal applied, while 75%% is applied", tv)
+	}
+	// Read while still applying, the routing status showed stands.
+	res.RoutingPropagating = true
+	st = buildStatusOnly(old, 2, res, outcome{routed: next}, nil, t0)
+	if tv := st.TargetVersion; tv == nil || tv.Status != v1alpha1.VersionInactive || tv.RampPercentage != nil {
+		t.Errorf("targetVersion = %+v, want v1 Inactive as shown, Temporal not having applied the 25%% ramp", tv)
+	}
+}

@@ -41,10 +41,21 @@ func buildStatus(old v1alpha1.TemporalWorkerDeploymentStatus, generation int64, 
 		Analysis:           analysisStatus(res.Analysis),
 		Conditions:         append([]metav1.Condition(nil), old.Conditions...),
 	}
+	shown := previous
+	if rep.RoutingPropagating && !res.RoutingPropagating {
+		// This pass's write is being applied, and the routing it read
+		// was applied: that routing is what new workflows get meanwhile,
+		// whatever status showed before (a step's ramp, say, applied
+		// since the last pass and replaced by the next step in this one).
+		shown = map[string]v1alpha1.WorkerVersion{}
+		for _, pv := range res.Versions {
+			shown[pv.BuildID] = workerVersion(pv, previous[pv.BuildID], now)
+		}
+	}
 	for _, pv := range versions {
 		wv := workerVersion(pv, previous[pv.BuildID], now)
 		if rep.RoutingPropagating {
-			wv = routedAsBefore(wv, previous[pv.BuildID])
+			wv = routedAsBefore(wv, shown[pv.BuildID])
 		}
 		if tq, ok := taskQueues[pv.BuildID]; ok {
 			wv.TaskQueues = tq
