@@ -17,12 +17,15 @@ import (
 	"github.com/rainbow-deploy/rainbow/test/harness"
 )
 
-// testDemo is `make demo`'s smoke test: the demo program's story, with
+// TestDemo is `make demo`'s smoke test: the demo program's story, with
 // examples/demo as they are but short steps and delays, runs to its end:
 // the second version current after both ramp steps, the first Draining
 // while the pinned workflow runs there, then scaled down and deleted; each
 // version had its own HPA, from examples/twor-hpa.yaml.
-func testDemo(t *testing.T) {
+func TestDemo(t *testing.T) {
+	// Not parallel: the story paces itself by the clock (traffic windows,
+	// a minute per Hello workflow), as a person watching it would; Go runs
+	// it before the parallel tests, beside no other test of this package.
 	tt := env.NewTest(t)
 	r := &rollout{&harness.Rollout{T: tt, Name: "demo-worker", TaskQueue: tt.TaskQueue("demo")}}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -82,13 +85,16 @@ func testDemo(t *testing.T) {
 	}
 }
 
-// testDemoAbort runs `make demo-abort`'s story with examples/demo/abort.yaml
+// TestDemoAbort runs `make demo-abort`'s story with examples/demo/abort.yaml
 // as it is but for shorter steps: v2 becomes current through its analysis,
 // v3 (failing half of its workflows) is aborted by the analysis at its first
 // step, Temporal routes every new workflow back to v2, and the story prints
 // the evidence (the check's verdicts, the abort, the Event) and how to retry
 // or undo.
-func testDemoAbort(t *testing.T) {
+func TestDemoAbort(t *testing.T) {
+	// Not parallel: the story paces itself by the clock (traffic windows,
+	// a minute per Hello workflow), as a person watching it would; Go runs
+	// it before the parallel tests, beside no other test of this package.
 	tt := env.NewTest(t)
 	r := &rollout{&harness.Rollout{T: tt, Name: "demo-abort", TaskQueue: tt.TaskQueue("abort")}}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)

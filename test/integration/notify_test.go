@@ -275,11 +275,13 @@ func counts(rr *rollout) map[notify.Format]int {
 	return out
 }
 
-// testNotificationsFollowTheRollout: a Progressive rollout notifies each
+// TestNotificationsFollowTheRollout: a Progressive rollout notifies each
 // form's receiver of start, step, promotion and retirement, in order; a
 // receiver that was down gets what it missed once it is back; and one
 // that hangs holds up no rollout.
-func testNotificationsFollowTheRollout(t *testing.T) {
+func TestNotificationsFollowTheRollout(t *testing.T) {
+	// Not parallel: it takes the package's shared receivers down and hangs
+	// them, so other tests' notifications would queue ahead of its own.
 	r := newRollout(env.NewTest(t), "notify")
 	twd := r.Spec("v1")
 	twd.Spec.Rollout = v1alpha1.RolloutSpec{Strategy: v1alpha1.StrategyProgressive, Steps: steps([]int32{50}, 2*time.Second)}

@@ -16,9 +16,9 @@ import (
 // gets about half a core on a busy 2-core machine; at 12 and at 8 at once
 // (the longest, which start together, are also the busiest on Temporal) it
 // answered routing writes past the controller's deadline and a demo's Hello
-// workflow past its minute. Four leaves room for the packages that make test
-// runs beside this one. The tests that must not overlap others are
-// TestAlone's: Go runs the sequential tests first, then the parallel ones.
+// workflow past its minute. Four leaves room for the package that make test
+// runs beside this one (go test -p 2). A test that must not overlap others does not
+// call parallel: Go runs the sequential tests first, then the parallel ones.
 const defaultParallel = 4
 
 // seconds is how long the longest tests took in a passing run, one at a
@@ -47,7 +47,9 @@ var seconds = map[string]int{
 	"TestDeletionWaitsForPinnedWorkflows":                48,
 	"TestFluxExampleHealthChecks":                        47,
 	"TestExamplesRollOut/progressive":                    47,
+	"TestDemo":                                           44,
 	"TestAllAtOnceKeepsPinnedWorkflowsOnTheirVersion":    44,
+	"TestDemoAbort":                                      43,
 	"TestSupersededGateIgnoringCancellationIsTerminated": 41,
 	"TestExamplesRollOut/analysis-prometheus":            38,
 	"TestExamplesRollOut/analysis":                       38,
@@ -146,7 +148,7 @@ func (s *scheduler) grant() {
 // start longest first, then first come.
 func TestSlotsStartTheLongestFirst(t *testing.T) {
 	s := &scheduler{free: 1}
-	names := []string{"TestNotListed", "TestCPUAutoscaling", "TestAlsoNotListed", "TestReadyMeansTemporalRoutesThere"}
+	names := []string{"TestNotListed", "TestDemo", "TestAlsoNotListed", "TestReadyMeansTemporalRoutesThere"}
 	order := make(chan string, len(names))
 	var wg sync.WaitGroup
 	for i, name := range names {
@@ -165,7 +167,7 @@ func TestSlotsStartTheLongestFirst(t *testing.T) {
 	for name := range order {
 		got = append(got, name)
 	}
-	want := []string{"TestReadyMeansTemporalRoutesThere", "TestCPUAutoscaling", "TestNotListed", "TestAlsoNotListed"}
+	want := []string{"TestReadyMeansTemporalRoutesThere", "TestDemo", "TestNotListed", "TestAlsoNotListed"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("started %v, want %v", got, want)
 	}
