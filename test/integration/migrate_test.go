@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	deploymentpb "go.temporal.io/api/deployment/v1"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	appsv1 "k8s.io/api/apps/v1"
@@ -31,6 +33,7 @@ import (
 	"github.com/rainbow-deploy/rainbow/internal/migrate"
 	"github.com/rainbow-deploy/rainbow/internal/planner"
 	"github.com/rainbow-deploy/rainbow/internal/workerenv"
+	"github.com/rainbow-deploy/rainbow/internal/workload"
 	"github.com/rainbow-deploy/rainbow/test/harness"
 )
 
@@ -348,14 +351,12 @@ func TestMigrateFromTheWorkerController(t *testing.T) {
 	v3 := r.SetImage("v3")
 	r.WaitCurrent(3*time.Minute, v3)
 	r.Eventually(drainBound, "the incumbent's versions scaled down and deleted", func() (bool, string) {
-		// The Deployment first: status read after it is at least as new.
 		for _, b := range []string{v1, v2} {
 			if d := r.deployment(b); d != nil {
-				twd := r.Get()
-				if ptr.Deref(d.Spec.Replicas, 1) == 0 && !slices.Contains([]v1alpha1.VersionStatus{v1alpha1.VersionDrained, v1alpha1.VersionInactive}, versionStatus(twd, b)) {
-					t.Fatalf("version %s was scaled down while %q: %s", b, versionStatus(twd, b), describe(twd))
+				if ptr.Deref(d.Spec.Replicas, 1) == 0 {
+					checkScaledDownDrained(t, r, deploymentName, d, b)
 				}
-				return false, b + ": " + deploymentState(d) + "; " + describe(twd) + "; " + openWorkflows(r)
+				return false, b + ": " + deploymentState(d) + "; " + describe(r.Get()) + "; " + openWorkflows(r)
 			}
 		}
 		return true, ""
@@ -500,4 +501,30 @@ func (c *finalizerPutBack) Patch(ctx context.Context, obj crclient.Object, patch
 	}
 	fresh.Finalizers = append(fresh.Finalizers, v1alpha1.FinalizerCleanup)
 	return c.Client.Update(ctx, &fresh)
+}
+
+// checkScaledDownDrained fails the test unless Temporal's own report of
+// version build (not the TWD's status, which the controller writes after it
+// acts) says it drained before the controller scaled Deployment d to zero.
+// Drained stays drained: only a workflow newly pinned to the version by an
+// override would make it draining again, and none is.
+func checkScaledDownDrained(t *testing.T, r *rollout, deploymentName string, d *appsv1.Deployment, build string) {
+	t.Helper()
+	at, err := time.Parse(time.RFC3339, d.Annotations[workload.AnnotationScaledDownAt])
+	if err != nil {
+		t.Fatalf("Deployment %s of %s has zero replicas and no valid %s: %v", d.Name, build, workload.AnnotationScaledDownAt, err)
+	}
+	resp, err := r.Env.Temporal.WorkflowService().DescribeWorkerDeploymentVersion(context.Background(), &workflowservice.DescribeWorkerDeploymentVersionRequest{
+		Namespace:         r.Env.Info.TemporalNamespace,
+		DeploymentVersion: &deploymentpb.WorkerDeploymentVersion{DeploymentName: deploymentName, BuildId: build},
+	})
+	if err != nil {
+		t.Fatalf("describe version %s after its Deployment was scaled to zero: %v", build, err)
+	}
+	dr := resp.GetWorkerDeploymentVersionInfo().GetDrainageInfo()
+	// scaled-down-at has whole seconds; scaledownDelay (2 s) separates the two.
+	if dr.GetStatus() != enumspb.VERSION_DRAINAGE_STATUS_DRAINED || dr.GetLastChangedTime().AsTime().After(at.Add(time.Second)) {
+		t.Fatalf("version %s was scaled down at %s; Temporal reports its drainage %s since %s", build, at.Format(time.RFC3339),
+			dr.GetStatus(), dr.GetLastChangedTime().AsTime().Format(time.RFC3339Nano))
+	}
 }

@@ -243,7 +243,12 @@ func skipWebhook(t *testing.T, ns string) (restore func()) {
 func TestOwnedHugeErrorKeepsStatusWritable(t *testing.T) {
 	parallel(t)
 	r := newRollout(env.NewTest(t), "ownedhuge")
-	v1 := r.Create(r.Spec("v1"))
+	// v1 and its copy stay for the checks: the default delays would delete
+	// it seconds after it drains, and a slow machine reaches the checks later.
+	spec := r.Spec("v1")
+	spec.Spec.Sunset.ScaledownDelay = &metav1.Duration{Duration: time.Hour}
+	spec.Spec.Sunset.DeleteDelay = &metav1.Duration{Duration: time.Hour}
+	v1 := r.Create(spec)
 	r.WaitCurrent(5*time.Minute, v1)
 	v2 := r.BuildIDOf("v2")
 	loud := r.ownedPDB("loud", map[string]any{"labels": map[string]any{
