@@ -154,36 +154,71 @@ type Action struct {
 }
 
 // Do reads ns/name, decides the patch for a and sends it with c's
-// credentials. Errors say what the API server refused and what to do.
+// credentials. Refused because only the status changed since the read, it
+// reads and decides again (StatusOnlyChanged). Errors say what the API
+// server refused and what to do.
 func Do(ctx context.Context, c client.Client, ns, name string, a Action) (Change, error) {
 	twd, err := get(ctx, c, ns, name)
 	if err != nil {
 		return Change{}, err
 	}
-	var ch Change
+	var first Change
+	for attempt := 1; ; attempt++ {
+		ch, err := decide(ctx, c, twd, a)
+		if err != nil {
+			return Change{}, err
+		}
+		if attempt == 1 {
+			first = ch
+		} else if ch.Says != first.Says {
+			return Change{}, fmt.Errorf("cannot %s TemporalWorkerDeployment %s/%s: it changed meanwhile and the command would now do something else (%s); "+
+				"check kubectl rainbow status %s and run the command again", a.Verb, ns, name, ch.Says, name)
+		}
+		perr := c.Patch(ctx, twd, client.RawPatch(ch.Type, ch.Patch))
+		if perr == nil {
+			return ch, nil
+		}
+		what := a.Verb + " TemporalWorkerDeployment " + ns + "/" + name
+		if !(apierrors.IsConflict(perr) || apierrors.IsInvalid(perr)) || attempt == maxAttempts {
+			return Change{}, explain(perr, what)
+		}
+		fresh, err := get(ctx, c, ns, name)
+		if err != nil || !StatusOnlyChanged(twd, fresh) {
+			return Change{}, explain(perr, what)
+		}
+		twd = fresh
+	}
+}
+
+// maxAttempts bounds how often Do makes its change again after the object
+// changed under it.
+const maxAttempts = 5
+
+// StatusOnlyChanged: between the read and fresh, only what the spec's
+// generation does not count changed, such as the controller's status. A
+// change refused for that race (undo's patch tests the resourceVersion) is
+// made again from fresh, as the person would; a changed spec is theirs to
+// look at first.
+func StatusOnlyChanged(read, fresh *v1alpha1.TemporalWorkerDeployment) bool {
+	return fresh.ResourceVersion != read.ResourceVersion && fresh.Generation == read.Generation && fresh.UID == read.UID
+}
+
+func decide(ctx context.Context, c client.Client, twd *v1alpha1.TemporalWorkerDeployment, a Action) (Change, error) {
 	switch a.Verb {
 	case "promote":
-		ch, err = Promote(twd, a.Full)
+		return Promote(twd, a.Full)
 	case "pause":
-		ch, err = Pause(twd)
+		return Pause(twd)
 	case "resume":
-		ch, err = Resume(twd)
+		return Resume(twd)
 	case "abort":
-		ch, err = Abort(twd)
+		return Abort(twd)
 	case "retry":
-		ch, err = Retry(twd)
+		return Retry(twd)
 	case "undo":
-		ch, err = undo(ctx, c, twd, a.ToBuildID)
-	default:
-		err = fmt.Errorf("unknown action %q", a.Verb)
+		return undo(ctx, c, twd, a.ToBuildID)
 	}
-	if err != nil {
-		return Change{}, err
-	}
-	if err := c.Patch(ctx, twd, client.RawPatch(ch.Type, ch.Patch)); err != nil {
-		return Change{}, explain(err, a.Verb+" TemporalWorkerDeployment "+ns+"/"+name)
-	}
-	return ch, nil
+	return Change{}, fmt.Errorf("unknown action %q", a.Verb)
 }
 
 func undo(ctx context.Context, c client.Client, twd *v1alpha1.TemporalWorkerDeployment, buildID string) (Change, error) {

@@ -232,3 +232,21 @@ func TestUndo(t *testing.T) {
 		t.Fatalf("the template sent gives build %s, want %s (%v)", buildid.Generate(&tpl), build, err)
 	}
 }
+
+func TestStatusOnlyChanged(t *testing.T) {
+	read := &v1alpha1.TemporalWorkerDeployment{ObjectMeta: metav1.ObjectMeta{UID: "a", ResourceVersion: "10", Generation: 3}}
+	for _, c := range []struct {
+		name  string
+		fresh metav1.ObjectMeta
+		want  bool
+	}{
+		{"the controller wrote status", metav1.ObjectMeta{UID: "a", ResourceVersion: "11", Generation: 3}, true},
+		{"someone changed the spec", metav1.ObjectMeta{UID: "a", ResourceVersion: "11", Generation: 4}, false},
+		{"nothing changed: the refusal was no race", metav1.ObjectMeta{UID: "a", ResourceVersion: "10", Generation: 3}, false},
+		{"deleted and created again", metav1.ObjectMeta{UID: "b", ResourceVersion: "12", Generation: 3}, false},
+	} {
+		if got := StatusOnlyChanged(read, &v1alpha1.TemporalWorkerDeployment{ObjectMeta: c.fresh}); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
