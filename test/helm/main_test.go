@@ -31,7 +31,8 @@ var env *harness.Env
 
 // TestMain builds the helm binaries this package alone needs before its
 // environment starts (make helm: nothing when they are built), so that
-// make test builds them while other packages' tests run instead of first.
+// make test builds them while other packages' tests run instead of first,
+// then starts the builds of two tests (prebuild_test.go) beside the others.
 func TestMain(m *testing.M) {
 	root, err := harness.RepoRoot()
 	if err == nil {
@@ -43,7 +44,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "test/helm: make helm:", err)
 		os.Exit(1)
 	}
-	harness.Main(m, &env)
+	stop := startPrebuilds(root)
+	harness.Main(m, &env, func(*harness.Env) (func(), error) { return stop, nil })
 }
 
 // helmPath is the helm `make helm` builds: .cache/tools/helm-<version>, the

@@ -3,7 +3,6 @@ package helm
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -39,20 +38,8 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 	system := namespace(t, "rainbow-"+tt.Suffix)
 	identity := "rainbow-upgrade-" + tt.Suffix
 
-	if err := exec.Command("git", "-C", env.Root, "cat-file", "-e", previousCommit+"^{commit}").Run(); err != nil {
-		// A shallow clone: its origin has the commit.
-		git(t, "fetch", "--quiet", "origin", previousCommit)
-	}
-	prev := filepath.Join(t.TempDir(), "previous")
-	git(t, "worktree", "add", "--detach", prev, previousCommit)
-	t.Cleanup(func() { git(t, "worktree", "remove", "--force", prev) })
-	program := "manager-previous-" + tt.Suffix
-	build := exec.Command("go", "build", "-o", filepath.Join(env.BinDir, program), "./cmd/manager")
-	build.Dir = prev
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the previous manager: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { os.Remove(filepath.Join(env.BinDir, program)) })
+	previousBuild.wait(t)
+	prev, program := previousWorktree(previousBuild), previousProgram
 
 	deleteHarnessCRDs(tt, crdNames(t))
 	mustHelm(t, "install", "rainbow-crds", filepath.Join(prev, "charts/rainbow-crds"), "--namespace", system, "--wait", "--timeout", "3m")
