@@ -1,7 +1,7 @@
 // Helm 4, built from the Go module proxy into .cache/tools by the Makefile
 // for the tests of docs/cd-tools.md (test/helm). A module of its own: its
-// dependencies are newer than helm v3's in hack/tools, which would move
-// along if both shared a go.mod.
+// dependencies are newer than helm v3 requires, and hack/tools/go.mod
+// holds them at these versions (TestHelmModulesShareVersions).
 module github.com/rainbow-deploy/rainbow/hack/tools/helm4
 
 go 1.26.0
