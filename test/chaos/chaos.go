@@ -117,6 +117,11 @@ func Main(m *testing.M, run **Run) {
 	mode := "smoke"
 	if r.Full {
 		mode = "full"
+	} else {
+		// The smoke's scenarios mostly wait on their faults' timers: three
+		// at once instead of two (the cores) take minutes off make test's
+		// longest slot (docs/performance.md, "The test suite").
+		harness.DefaultParallel(3)
 	}
 	fmt.Fprintf(os.Stderr, "chaos: seed %d (%s run); replay with -chaos.seed=%d%s\n", r.Seed, mode, r.Seed,
 		map[bool]string{true: " -chaos.full", false: ""}[r.Full])
