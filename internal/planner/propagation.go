@@ -53,12 +53,19 @@ func (v *view) propagating() bool {
 	return t.RoutingChangedAt.IsZero() || v.now().Sub(t.RoutingChangedAt) < TemporalOutageBound
 }
 
-// propagationWait paces the looks at a routing change being applied:
-// every requeuePropagation for propagationDue after the change, then
-// backing off from it.
+// propagationWait paces the looks at a routing change being applied: the
+// first propagationFirstLook after the change (at most that long from now,
+// whatever the clocks say), then every requeuePropagation until
+// propagationDue, then backing off from it.
 func propagationWait(v *view) time.Duration {
 	since := v.temporal().RoutingChangedAt
-	if !since.IsZero() && v.now().Sub(since) < propagationDue {
+	if since.IsZero() {
+		return backoff(v, since)
+	}
+	switch elapsed := v.now().Sub(since); {
+	case elapsed < propagationFirstLook-requeuePropagation:
+		return min(propagationFirstLook-elapsed, propagationFirstLook)
+	case elapsed < propagationDue:
 		return requeuePropagation
 	}
 	return backoff(v, since)

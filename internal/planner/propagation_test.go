@@ -85,11 +85,24 @@ func TestRoutingPropagation(t *testing.T) {
 		v.DrainedSince = at(-2 * time.Hour)
 		setVersion(in, v)
 	}
+	// A change made 100 ms ago is first looked at when Temporal can have
+	// applied it.
+	firstLook := propagationFirstLook - 100*time.Millisecond
 	cs := cases{
+		"a second after the change: looked at every requeuePropagation": {
+			in: with(base(), rolledOut, applying(-time.Second)),
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForTemporal, Progressing: condTrue,
+				Requeue: requeuePropagation, Message: "applying version v2 as current"},
+		},
+		"a change Temporal dates after our clock: first looked at no later than propagationFirstLook": {
+			in: with(base(), rolledOut, applying(5*time.Second)),
+			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForTemporal, Progressing: condTrue,
+				Requeue: propagationFirstLook, Message: "applying version v2 as current"},
+		},
 		"the target current, still being applied: not Ready yet": {
 			in: with(base(), rolledOut, applying(-100*time.Millisecond)),
 			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForTemporal, Progressing: condTrue,
-				Requeue: requeuePropagation, Message: "applying version v2 as current"},
+				Requeue: firstLook, Message: "applying version v2 as current"},
 		},
 		"applied: complete": {
 			in:   with(base(), rolledOut),
@@ -107,16 +120,16 @@ func TestRoutingPropagation(t *testing.T) {
 		"routing writes go on meanwhile: our ramp on another version is removed": {
 			in: with(base(), rolledOut, oursRampsV1, applying(-100*time.Millisecond)),
 			want: expect{Routing: &Routing{Op: RemoveRamp}, Ready: condFalse, Reason: v1alpha1.ReasonWaitingForTemporal, Progressing: condTrue,
-				Requeue: requeuePropagation, Events: []string{EventRemoveRamp}},
+				Requeue: firstLook, Events: []string{EventRemoveRamp}},
 		},
 		"status showed the target Ready: another change being applied leaves it Ready": {
 			in:   with(base(), rolledOut, oursRampsV1, shownReady, applying(-100*time.Millisecond)),
-			want: ready(expect{Routing: &Routing{Op: RemoveRamp}, Requeue: requeuePropagation, Events: []string{EventRemoveRamp}}),
+			want: ready(expect{Routing: &Routing{Op: RemoveRamp}, Requeue: firstLook, Events: []string{EventRemoveRamp}}),
 		},
 		"the target's ramp being applied": {
 			in: with(base(), progressiveSteps, func(in *Input) { rampingTarget(in, 10, -100*time.Millisecond) }, applying(-100*time.Millisecond)),
 			want: expect{Ready: condFalse, Reason: v1alpha1.ReasonWaitingForTemporal, Progressing: condTrue,
-				Requeue: requeuePropagation, Message: "applying the ramp of 10% to version v2"},
+				Requeue: firstLook, Message: "applying the ramp of 10% to version v2"},
 		},
 		"a step whose pause is over but whose ramp Temporal still applies does not end": {
 			in: with(base(), shortSteps, func(in *Input) { rampingTarget(in, 10, -4*time.Second) }, applying(-4*time.Second)),
@@ -150,7 +163,7 @@ func TestRoutingPropagation(t *testing.T) {
 		},
 		"but not while a change is being applied: a partition may still send it work": {
 			in:   with(base(), rolledOut, v1Drained, shownReady, applying(-100*time.Millisecond)),
-			want: ready(expect{Requeue: requeuePropagation}),
+			want: ready(expect{Requeue: firstLook}),
 		},
 	}
 	for name, tc := range cs {

@@ -30,9 +30,15 @@ const (
 	requeuePollersGone = 20 * time.Second
 	// requeueTemporalDown: Temporal could not be read; retry without hammering it.
 	requeueTemporalDown = 10 * time.Second
-	// requeuePropagation: Temporal applies an accepted routing change to
-	// the task queues' partitions within tens to hundreds of milliseconds.
+	// requeuePropagation: once propagationFirstLook has passed, how often
+	// a routing change being applied is looked at again.
 	requeuePropagation = 200 * time.Millisecond
+	// propagationFirstLook: Temporal 1.32 reports an accepted routing
+	// change applied to its task queues about a second after it, never
+	// sooner in make bench's floor phase (25 quiet writes: 0.99 to 1.01 s;
+	// under load 1.0 to 1.5 s). Earlier looks cost a describe each and
+	// find it in progress (docs/performance.md, goal 4).
+	propagationFirstLook = 1050 * time.Millisecond
 	// requeueIdle: nothing moves; poll Temporal about once a minute for
 	// external changes and drainage (Temporal refreshes drainage every few
 	// minutes, so polling draining versions faster gains nothing).
