@@ -195,7 +195,8 @@ func Do(ctx context.Context, c client.Client, ns, name string, a Action) (Change
 const maxAttempts = 5
 
 // StatusOnlyChanged: between the read and fresh, only what the spec's
-// generation does not count changed, such as the controller's status. A
+// generation does not count changed: the controller's status, or metadata
+// such as an annotation. A
 // change refused for that race (undo's patch tests the resourceVersion) is
 // made again from fresh, as the person would; a changed spec is theirs to
 // look at first.
