@@ -3,7 +3,6 @@ package helm
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -153,13 +152,4 @@ func workerPods(tt *harness.T) map[string]workerPod {
 		out[string(p.UID)] = workerPod{name: p.Name, restarts: restarts}
 	}
 	return out
-}
-
-func git(t *testing.T, args ...string) {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = env.Root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
 }
