@@ -117,13 +117,21 @@ func AnalysisToRead(in Input) (AnalysisRead, bool) {
 }
 
 // verdictEndsStep: a passing verdict would end the target's step now.
-// During the pause, while paused, or in a dry run a verdict can only abort.
+// During the pause, while the step's gate has not succeeded, while paused,
+// or in a dry run a verdict can only abort.
 func verdictEndsStep(v *view) bool {
 	if v.in.Spec.Paused || v.in.Spec.Analysis.DryRun {
 		return false
 	}
 	i := stepIndex(v.in.Spec.Steps, v.temporal().RampPercentage)
-	return i < 0 || stepOver(v, v.in.Spec.Steps[i])
+	return i < 0 || stepOver(v, v.in.Spec.Steps[i]) && stepGateSucceeded(v, v.in.Spec.Steps[i])
+}
+
+// stepGateSucceeded: the step names no gate, or its run for the target
+// succeeded.
+func stepGateSucceeded(v *view, s Step) bool {
+	run := v.in.Gate
+	return s.Gate == nil || run != nil && run.BuildID == v.target && run.Step == s.RampPercentage && run.Phase == GateSucceeded
 }
 
 // deferredRetry is when a TWD whose evaluation the budget deferred asks
@@ -292,6 +300,11 @@ func beyondLimit(a *Analysis, rec AnalysisRecord) (CheckRecord, bool) {
 	return CheckRecord{}, false
 }
 
+func isBeyond(a *Analysis, rec AnalysisRecord) bool {
+	_, beyond := beyondLimit(a, rec)
+	return beyond
+}
+
 // unpassed says why the analysis holds the step: a check that did not
 // pass, or no evaluation yet. Empty when every check passed.
 func unpassed(a *Analysis, rec AnalysisRecord) string {
@@ -339,7 +352,10 @@ func judgeRamp(v *view, p *plan) (prog progress, stop bool, hold string) {
 	failed, beyond := beyondLimit(a, rec)
 	switch {
 	case beyond && a.DryRun:
-		if fresh {
+		if last := lastRecord(v, since); fresh && (last == nil || !isBeyond(a, *last)) {
+			// Once when the failures go beyond the limit, not every
+			// interval while they stay there (each message differs, so
+			// the recorder would not fold them into one Event).
 			// Normal: Warnings are only emitted when Ready changes.
 			p.event(EventNormal, v1alpha1.ReasonAnalysisFailed, fmt.Sprintf(
 				"dry run: the rollout of version %s would be aborted: %s (spec.rollout.analysis.dryRun aborts nothing)", v.target, failed.Message))

@@ -154,6 +154,16 @@ func TestAnalysisDryRunReports(t *testing.T) {
 	if !hasEvent(got, v1alpha1.ReasonAnalysisFailed) || got.Analysis == nil || got.Analysis.Checks[0].Result != v1alpha1.AnalysisFailed || got.Analysis.Aborted != "" {
 		t.Fatalf("dry run: want an AnalysisFailed Event and the failed verdict in status, no abort; got %+v %+v", got.Events, got.Analysis)
 	}
+	// The next evaluation, still beyond the limit, says nothing new.
+	again := Plan(with(base(), analysed, dryRun, lastFailed(1), read(40, 30)))
+	if hasEvent(again, v1alpha1.ReasonAnalysisFailed) || again.Analysis.Checks[0].ConsecutiveFailures != 2 {
+		t.Fatalf("dry run, still beyond the limit: want no second AnalysisFailed Event and 2 failures in a row; got %+v %+v", again.Events, again.Analysis)
+	}
+	// Failures that went back within the limit and beyond again are news.
+	back := Plan(with(base(), analysed, dryRun, lastFailed(0), read(40, 30)))
+	if !hasEvent(back, v1alpha1.ReasonAnalysisFailed) {
+		t.Fatalf("dry run, beyond the limit again: want an AnalysisFailed Event; got %+v", back.Events)
+	}
 }
 
 func TestAbortedByAnalysisKeepsEvidence(t *testing.T) {
@@ -199,9 +209,11 @@ func TestAnalysisToRead(t *testing.T) {
 }
 
 // TestAnalysisEndsStep: an evaluation waits its turn in the namespace's
-// budget only when its verdict may end the step; during the pause, while
-// paused or in a dry run it can only abort, and takes spare budget.
+// budget only when its verdict may end the step; during the pause, before
+// the step's gate succeeded, while paused or in a dry run it can only
+// abort, and takes spare budget.
 func TestAnalysisEndsStep(t *testing.T) {
+	stepGated := func(in *Input) { in.Spec.Steps[0].Gate = &StepGate{WorkflowType: "Check"} }
 	inPause := func(in *Input) { in.Temporal.RampChangedAt = t0.Add(-time.Minute) }
 	for name, tc := range map[string]struct {
 		in   Input
@@ -215,6 +227,10 @@ func TestAnalysisEndsStep(t *testing.T) {
 			in.Temporal.RampPercentage = 30
 		}), true},
 		"pause timed from the start of the ramp": {with(base(), analysed, func(in *Input) { in.Temporal.RampChangedAt = time.Time{} }), true},
+		"pause over, step gate running":          {with(base(), analysed, stepGated, stepRun(GateRunning, -time.Minute)), false},
+		"pause over, step gate succeeded":        {with(base(), analysed, stepGated, stepRun(GateSucceeded, -time.Minute)), true},
+		"pause over, another step's gate succeeded": {with(base(), analysed, stepGated, stepRun(GateSucceeded, -time.Minute),
+			func(in *Input) { in.Gate.Step = 50 }), false},
 	} {
 		rd, due := AnalysisToRead(tc.in)
 		if !due || rd.EndsStep != tc.ends {

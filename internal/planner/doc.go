@@ -66,9 +66,9 @@
 //     namespace's read budget deferred records nothing and ends no step
 //     (it would end on a verdict older than an interval); it asks again
 //     when its reservation has room. Only one that may end the step
-//     (AnalysisRead.EndsStep: pause over, not paused, no dry run) waits in
-//     line for the budget; the others, which can only abort, take what
-//     nobody waits for (in analysis.go).
+//     (AnalysisRead.EndsStep: pause over, step gate succeeded, not paused,
+//     no dry run) waits in line for the budget; the others, which can
+//     only abort, take what nobody waits for (in analysis.go).
 //   - While a Progressive target ramps at a step that names a gate
 //     (spec.rollout.steps[].gate), that gate runs on the target's workflow
 //     task queue (one run at a time; GateWanted says which observe reads);
