@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -42,6 +43,7 @@ type prebuild struct {
 // startPrebuilds starts the builds of the selected tests (-run, -skip) and
 // returns what removes their outputs once the tests are done.
 func startPrebuilds(root string) (stop func()) {
+	sweepPrebuilds(root)
 	var started []*prebuild
 	if selected("TestRelease") {
 		releaseBuild = startRelease(root)
@@ -84,12 +86,40 @@ func selected(name string) bool {
 	return true
 }
 
+// prebuildPrefix starts the name of a build's folder, then the pid of the
+// test binary that made it.
+const prebuildPrefix = "rainbow-helm-"
+
+// sweepPrebuilds removes what earlier runs' builds left when their test
+// binary died before its cleanup (a failed harness start exits at once, a
+// timeout kills): folders and previous managers whose pid is gone, and the
+// worktrees git then knows to be missing.
+func sweepPrebuilds(root string) {
+	gone := func(name, prefix string) bool {
+		rest, ok := strings.CutPrefix(name, prefix)
+		pid, err := strconv.Atoi(strings.SplitN(rest, "-", 2)[0])
+		// Signal 0 checks that the process exists without touching it.
+		return ok && err == nil && pid != os.Getpid() && syscall.Kill(pid, 0) == syscall.ESRCH
+	}
+	sweep := func(dir, prefix string) {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if gone(e.Name(), prefix) {
+				os.RemoveAll(filepath.Join(dir, e.Name()))
+			}
+		}
+	}
+	sweep(os.TempDir(), prebuildPrefix)
+	sweep(filepath.Join(root, ".cache", "bin"), "manager-previous-")
+	_ = exec.Command("git", "-C", root, "worktree", "prune").Run()
+}
+
 // newPrebuild makes a build and its folder; without a folder it is done,
 // failed, and ok is false.
 func newPrebuild(name string) (b *prebuild, ctx context.Context, ok bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	b = &prebuild{name: name, done: make(chan struct{}), cancel: cancel}
-	if b.dir, b.err = os.MkdirTemp("", "rainbow-helm-"); b.err != nil {
+	if b.dir, b.err = os.MkdirTemp("", prebuildPrefix+strconv.Itoa(os.Getpid())+"-"); b.err != nil {
 		close(b.done)
 	}
 	return b, ctx, b.err == nil
