@@ -45,16 +45,20 @@ func figures(res Result) map[string]figure {
 			out[name] = figure{Value: v, Unit: unit}
 		}
 	}
-	var reaction, e2e, step []float64
+	var reaction, e2e, shown, step []float64
 	for _, r := range res.Rollouts {
 		reaction = append(reaction, r.ReactionSeconds)
 		e2e = append(e2e, r.EndToEndSeconds)
+		if !r.Ready.IsZero() && !r.Current.IsZero() {
+			shown = append(shown, r.Ready.Sub(r.Current).Seconds())
+		}
 	}
 	for _, s := range res.Steps {
 		step = append(step, s.ReactionSeconds)
 	}
-	rs, es, ss := stats(reaction), stats(e2e), stats(step)
+	rs, es, ss, sh := stats(reaction), stats(e2e), stats(step), stats(shown)
 	add("AllAtOnce reaction, median", "s", rs.Median, rs.N > 0)
+	add("AllAtOnce status showing the change after current, median", "s", sh.Median, sh.N > 0)
 	add("AllAtOnce reaction, p95", "s", rs.P95, rs.N > 0)
 	add("AllAtOnce end to end, median", "s", es.Median, es.N > 0)
 	add("Progressive step reaction, median", "s", ss.Median, ss.N > 0)
@@ -79,8 +83,24 @@ func figures(res Result) map[string]figure {
 		}
 		add("Temporal calls per AllAtOnce rollout", "calls", calls/float64(w.Rollouts), true)
 	}
+	if len(res.Retirements) > 0 {
+		var calls float64
+		for _, r := range res.Retirements {
+			for _, n := range r.ControllerRPCs {
+				calls += n
+			}
+		}
+		add("Temporal calls per AllAtOnce rollout, retirement included", "calls", calls/float64(len(res.Retirements)), true)
+	}
 	for _, w := range res.Waiting {
 		add(fmt.Sprintf("Temporal reads per waiting TWD per minute, %d waiting", w.TWDs), "/min", w.Window.ReadsPerTWDMin, true)
+	}
+	for _, h := range res.HandBacks {
+		p := fmt.Sprintf("manager role handed back, %d waiting: ", h.TWDs)
+		seen, status := stats(h.SeenSeconds), stats(h.StatusSeconds)
+		add(p+"seen, median", "s", seen.Median, seen.N > 0)
+		add(p+"status shows it, median", "s", status.Median, status.N > 0)
+		add(p+"Temporal reads per TWD per minute while waiting", "/min", h.Window.ReadsPerTWDMin, h.Window.Seconds > 0)
 	}
 	for _, s := range res.Scales {
 		p := fmt.Sprintf("N=%d: ", s.N)

@@ -2,10 +2,12 @@ package main
 
 import (
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestFleetSizes(t *testing.T) {
@@ -57,6 +59,28 @@ func TestPreviousResultReadsTheOldFormat(t *testing.T) {
 	}
 	if f, ok := figures(res)["N=100: roll out all after a shared image change"]; !ok || f.Value != 50 {
 		t.Fatalf("figures = %v", figures(res))
+	}
+}
+
+// Every phase that reports a figure is guarded.
+func TestFiguresCoverThePhases(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	res := Result{
+		Rollouts:    []Rollout{{ReactionSeconds: 0.3, EndToEndSeconds: 5, Current: t0, Ready: t0.Add(1100 * time.Millisecond)}},
+		Retirements: []Retirement{{ControllerRPCs: map[string]float64{"DescribeWorkerDeployment": 6, "DeleteWorkerDeploymentVersion": 1}}, {ControllerRPCs: map[string]float64{"DescribeWorkerDeployment": 9}}},
+		HandBacks:   []HandBack{{TWDs: 10, Window: Window{Seconds: 60, ReadsPerTWDMin: 0.4}, SeenSeconds: []float64{3, 5, 9}, StatusSeconds: []float64{4, 6, 10}}},
+	}
+	got := figures(res)
+	for name, want := range map[string]float64{
+		"AllAtOnce status showing the change after current, median":                             1.1,
+		"Temporal calls per AllAtOnce rollout, retirement included":                             8,
+		"manager role handed back, 10 waiting: seen, median":                                    5,
+		"manager role handed back, 10 waiting: status shows it, median":                         6,
+		"manager role handed back, 10 waiting: Temporal reads per TWD per minute while waiting": 0.4,
+	} {
+		if f, ok := got[name]; !ok || math.Abs(f.Value-want) > 1e-9 {
+			t.Errorf("%s = %v (present %v), want %g", name, f.Value, ok, want)
+		}
 	}
 }
 
