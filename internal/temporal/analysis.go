@@ -11,12 +11,12 @@ import (
 
 // OutcomeQuery is the visibility query that counts, by status, the
 // workflows that started on a version since a time: one
-// CountWorkflowExecutions with GROUP BY ExecutionStatus. The controller's
-// own gate runs are left out: they are its test of the version, judged
-// by the gate, not the traffic the failure rate samples.
+// CountWorkflowExecutions with GROUP BY ExecutionStatus. Gate runs count
+// too: leaving them out takes NOT STARTS_WITH, which Temporal's documented
+// list filters do not name, and a refused query would hold every step.
 func OutcomeQuery(deploymentName, buildID string, since time.Time) string {
-	return fmt.Sprintf("%s = '%s' AND StartTime >= '%s' AND WorkflowId NOT STARTS_WITH '%s' GROUP BY ExecutionStatus",
-		saVersion, quote(deploymentName+":"+buildID), since.UTC().Format(time.RFC3339Nano), gateIDPrefix)
+	return fmt.Sprintf("%s = '%s' AND StartTime >= '%s' GROUP BY ExecutionStatus",
+		saVersion, quote(deploymentName+":"+buildID), since.UTC().Format(time.RFC3339Nano))
 }
 
 // Outcomes counts the workflows that started on a version since a time and

@@ -32,11 +32,8 @@ const maxGateMessage = 1024
 // character.
 func GateWorkflowID(deploymentName, buildID string) string {
 	h := sha256.Sum256([]byte(deploymentName))
-	return gateIDPrefix + hex.EncodeToString(h[:8]) + "-" + buildID
+	return "rainbow-gate-" + hex.EncodeToString(h[:8]) + "-" + buildID
 }
-
-// gateIDPrefix starts every gate run's workflow ID.
-const gateIDPrefix = "rainbow-gate-"
 
 // StepGateWorkflowID is the workflow ID of the gate of a ramp step (its
 // rampPercentage), or of spec.rollout.gate for step 0. Build IDs hold no
